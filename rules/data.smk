@@ -1,0 +1,50 @@
+# The data stage: every dataset the series read, split by split, into the parquet contract of the design,
+# then one card per dataset (counts, box coverage, rejected rows and why) with a sample sheet and an MLflow run.
+
+
+rule data_split:
+    input:
+        sources=data_source_files,
+        code=DATA_CODE,
+    output:
+        parquet="results/data/{dataset}/{split}.parquet",
+        rejects="results/data/{dataset}/{split}.rejects.json",
+    params:
+        spec=data_split_spec,
+    threads: 2
+    log:
+        "results/logs/data/{dataset}/{split}.log",
+    benchmark:
+        "results/benchmarks/data/{dataset}/{split}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl data build --spec {params.spec:q} --split {wildcards.split}"
+        " --threads {threads} --out {output.parquet:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+
+
+rule data_card:
+    input:
+        parquets=lambda wildcards: data_split_outputs(wildcards, "parquet"),
+        rejects=lambda wildcards: data_split_outputs(wildcards, "rejects"),
+    output:
+        card="results/data/{dataset}/card.json",
+        samples=report(
+            "results/data/{dataset}/samples.png",
+            caption="../workflow/report/data_samples.rst",
+            category="Data",
+            subcategory="{dataset}",
+        ),
+    params:
+        spec=data_card_spec,
+        samples=CFG.samples_in_card,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    log:
+        "results/logs/data/{dataset}/card.log",
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl data card --spec {params.spec:q} --parquets {input.parquets:q} --rejects {input.rejects:q}"
+        " --out {output.card:q} --samples {output.samples:q} --samples-n {params.samples}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"

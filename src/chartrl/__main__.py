@@ -1,0 +1,3 @@
+from chartrl.cli import main
+
+raise SystemExit(main())

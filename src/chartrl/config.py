@@ -1,0 +1,425 @@
+"""The workflow configuration: loaded once, validated with actionable errors, typed and frozen.
+
+One JSON Schema (``workflow/schemas/config.schema.yaml``) holds every key, its default and its documentation.
+The Snakefile validates ``config`` with it through ``snakemake.utils.validate``; :func:`parse_config` applies the
+same schema here (so ``chartrl`` commands run outside Snakemake get the same checks and defaults) and then the
+checks a schema cannot express: an eval series must name a train series, every dataset a series or a split
+list refers to must exist and have the needed splits.
+
+The typed objects are views of the validated config. Values derived from it (the dataset a series resolves to)
+live on these objects; nothing is written back into the dict, so the config that is logged is the config that ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import jsonschema
+import yaml
+from jsonschema import Draft202012Validator
+
+SPLITS = ("train", "val", "test")
+DEFAULT_CONFIG_FILES = ("config/config.yaml", "config/series.yaml")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the key, the value and the fix."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading and schema validation
+# --------------------------------------------------------------------------------------------------------------
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema shared with the Snakefile (shipped in the package as a link to workflow/schemas/)."""
+    text = resources.files("chartrl").joinpath("schemas/config.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _default_filling_validator() -> type:
+    """A Draft 2020-12 validator that fills ``default`` values, as ``snakemake.utils.validate`` does."""
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(key, copy.deepcopy(subschema["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(Draft202012Validator, {"properties": set_defaults})
+
+
+def merge_config(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``overlay`` into ``base`` (in place) the way Snakemake merges ``--configfile`` overlays:
+    mappings merge key by key, every other value (lists included) replaces the old one."""
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            merge_config(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def read_config_files(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Read and merge YAML config files in order, naming the file in every error."""
+    merged: dict[str, Any] = {}
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist (working directory: {Path.cwd()})")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {path} is not valid YAML: {err}") from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level, not {type(data).__name__}")
+        merge_config(merged, data)
+    return merged
+
+
+def _key_path(path: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in path) or "<top level>"
+
+
+def _describe_error(error: jsonschema.ValidationError) -> str:
+    """One line per schema error: the key, the bad value, what is allowed (and, for a key that takes one of
+    several forms, the key's own description)."""
+    message = _describe_leaf(error)
+    parent = error.parent
+    if parent is not None and parent.validator in {"oneOf", "anyOf"} and "description" in parent.schema:
+        message += f" ({parent.schema['description']})"
+    return message
+
+
+def _describe_leaf(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error.absolute_path)
+    value = json.dumps(error.instance, default=str)
+    if len(value) > 80:
+        value = value[:77] + "..."
+    kind = error.validator
+    if kind == "enum":
+        allowed = ", ".join(str(v) for v in error.validator_value)
+        return f"config key '{key}': value {value} is not allowed; allowed values: {allowed}"
+    if kind == "const":
+        return f"config key '{key}': value {value} must be {json.dumps(error.validator_value)}"
+    if kind == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(known))
+        return (
+            f"config key '{key}': unknown key(s) {', '.join(unknown)}; allowed keys: {', '.join(known)} "
+            "(check the spelling, or see workflow/schemas/config.schema.yaml)"
+        )
+    if kind == "required":
+        return f"config key '{key}': {error.message}; add it (see workflow/schemas/config.schema.yaml)"
+    if kind == "type":
+        return f"config key '{key}': value {value} has the wrong type; expected {error.validator_value}"
+    if kind in {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"}:
+        return f"config key '{key}': value {value} violates {kind} {error.validator_value}"
+    if kind == "pattern":
+        return f"config key '{key}': value {value} must match {error.validator_value} (letters, digits, underscores)"
+    if kind == "propertyNames":
+        return f"config key '{key}': {error.message}"
+    return f"config key '{key}': {error.message}"
+
+
+def _leaf_errors(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:
+    """Expand combinator errors (allOf/if-then/oneOf) into the errors a person can act on."""
+    leaves = []
+    for error in errors:
+        if error.context and error.validator in {"oneOf", "anyOf"}:
+            leaves.extend(_leaf_errors([min(error.context, key=jsonschema.exceptions.relevance)]))
+        else:
+            leaves.append(error)
+    return leaves
+
+
+def validate_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate against the schema and return a copy with every default filled; raise ConfigError listing
+    every problem found."""
+    resolved = copy.deepcopy(dict(raw))
+    validator = _default_filling_validator()(config_schema())
+    errors = sorted(_leaf_errors(validator.iter_errors(resolved)), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = sorted({_describe_error(e) for e in errors})
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    return resolved
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Typed views
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MlflowSettings:
+    tracking_uri: str
+    """MLflow tracking store; the default is a SQLite file under results/."""
+    experiment: str
+    """One MLflow experiment per config."""
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    name: str
+    """The key under ``datasets:``; also the folder under results/data/."""
+    source: str
+    """Which reader builds it (``chartrl.data.sources``)."""
+    splits: tuple[str, ...]
+    """The splits this dataset provides."""
+    max_reject_fraction: float
+    """A split fails when more than this fraction of its rows is rejected."""
+    max_image_pixels: int
+    """Decompression-bomb guard."""
+    options: Mapping[str, Any]
+    """Everything else of the dataset's section, as validated by the schema for its source."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved section as it ran (what the data rule passes on and MLflow logs)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "splits": list(self.splits),
+            "max_reject_fraction": self.max_reject_fraction,
+            "max_image_pixels": self.max_image_pixels,
+            "options": to_plain(self.options),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DatasetConfig:
+        return cls(
+            name=data["name"],
+            source=data["source"],
+            splits=tuple(data["splits"]),
+            max_reject_fraction=float(data["max_reject_fraction"]),
+            max_image_pixels=int(data["max_image_pixels"]),
+            options=_frozen(data["options"]),
+        )
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    name: str
+    """Reward registry name."""
+    params: Mapping[str, Any]
+    """The reward's parameters, defaults filled."""
+
+
+@dataclass(frozen=True)
+class TrainSeries:
+    id: str
+    generation: str
+    description: str
+    tools: bool
+    reward: RewardSpec
+    algorithm: str
+    dataset: str
+    """Resolved: the series' own ``dataset`` or ``train.dataset``."""
+    kind: str = "train"
+
+
+@dataclass(frozen=True)
+class EvalSeries:
+    id: str
+    generation: str
+    description: str
+    of: str
+    checkpoint: str | int
+    scorers: tuple[str, ...]
+    dataset: str
+    """Resolved: the series' own ``dataset`` or ``evaluate.dataset``."""
+    split: str
+    kind: str = "eval"
+
+
+@dataclass(frozen=True)
+class Config:
+    resolved: Mapping[str, Any]
+    """The validated config with defaults filled (read-only)."""
+    mlflow: MlflowSettings
+    backend: str
+    launcher: str
+    model_path: str | None
+    datasets: Mapping[str, DatasetConfig]
+    series: Mapping[str, TrainSeries | EvalSeries]
+    extra_datasets: tuple[str, ...]
+    samples_in_card: int
+
+    @property
+    def train_series(self) -> list[TrainSeries]:
+        return [s for s in self.series.values() if isinstance(s, TrainSeries)]
+
+    @property
+    def eval_series(self) -> list[EvalSeries]:
+        return [s for s in self.series.values() if isinstance(s, EvalSeries)]
+
+    def needed_splits(self) -> dict[str, tuple[str, ...]]:
+        """Dataset -> the splits the pipeline builds: what the series read, plus every split of the
+        ``extra_datasets``. Ordered as the config lists datasets, splits as train, val, test."""
+        wanted: dict[str, set[str]] = {}
+        for series in self.train_series:
+            wanted.setdefault(series.dataset, set()).update({"train", "val"})
+        for series in self.eval_series:
+            wanted.setdefault(series.dataset, set()).add(series.split)
+        for name in self.extra_datasets:
+            wanted.setdefault(name, set()).update(self.datasets[name].splits)
+        return {name: tuple(s for s in SPLITS if s in wanted[name]) for name in self.datasets if name in wanted}
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def to_plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [to_plain(v) for v in value]
+    return value
+
+
+_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels"}
+
+
+def _dataset_splits(section: Mapping[str, Any]) -> tuple[str, ...]:
+    source = section["source"]
+    if source in {"geoqa_r1v", "geoqa_mc"}:
+        names = section["files"]
+    else:
+        names = section["splits"]
+    return tuple(s for s in SPLITS if s in names)
+
+
+def _dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, Any]) -> DatasetConfig:
+    options = {k: v for k, v in section.items() if k not in _DATASET_COMMON_KEYS}
+    return DatasetConfig(
+        name=name,
+        source=section["source"],
+        splits=_dataset_splits(section),
+        max_reject_fraction=float(section.get("max_reject_fraction", shared["max_reject_fraction"])),
+        max_image_pixels=int(section.get("max_image_pixels", shared["max_image_pixels"])),
+        options=_frozen(options),
+    )
+
+
+def _series(sid: str, section: Mapping[str, Any], resolved: Mapping[str, Any]) -> TrainSeries | EvalSeries:
+    if section["kind"] == "train":
+        reward = dict(section["reward"])
+        return TrainSeries(
+            id=sid,
+            generation=section["generation"],
+            description=section["description"],
+            tools=section["tools"],
+            reward=RewardSpec(name=reward.pop("name"), params=_frozen(reward)),
+            algorithm=section["algorithm"],
+            dataset=section.get("dataset", resolved["train"]["dataset"]),
+        )
+    return EvalSeries(
+        id=sid,
+        generation=section["generation"],
+        description=section["description"],
+        of=section["of"],
+        checkpoint=section["checkpoint"],
+        scorers=tuple(section["scorers"]),
+        dataset=section.get("dataset", resolved["evaluate"]["dataset"]),
+        split=resolved["evaluate"]["split"],
+    )
+
+
+def _cross_check(config: Config) -> None:
+    """The rules a schema cannot express; every problem is reported at once."""
+    problems: list[str] = []
+    defined = ", ".join(config.datasets)
+    train_ids = [s.id for s in config.train_series]
+
+    def check_dataset(key: str, name: str, splits: Iterable[str]) -> None:
+        if name not in config.datasets:
+            problems.append(
+                f"config key '{key}': dataset '{name}' is not defined; defined datasets: {defined} "
+                "(add it under 'datasets:' or pick one of these)"
+            )
+            return
+        missing = [s for s in splits if s not in config.datasets[name].splits]
+        if missing:
+            problems.append(
+                f"config key '{key}': dataset '{name}' has no split(s) {', '.join(missing)} "
+                f"(it provides {', '.join(config.datasets[name].splits)}); add them to datasets.{name}"
+            )
+
+    for series in config.series.values():
+        if isinstance(series, TrainSeries):
+            key = (
+                f"series.{series.id}.dataset" if "dataset" in config.resolved["series"][series.id] else "train.dataset"
+            )
+            check_dataset(key, series.dataset, ("train", "val"))
+        else:
+            key = (
+                f"series.{series.id}.dataset"
+                if "dataset" in config.resolved["series"][series.id]
+                else "evaluate.dataset"
+            )
+            check_dataset(key, series.dataset, (series.split,))
+            if series.of not in train_ids:
+                problems.append(
+                    f"config key 'series.{series.id}.of': value '{series.of}' names no train series; "
+                    f"train series are: {', '.join(train_ids) or '(none)'}"
+                )
+    for i, name in enumerate(config.extra_datasets):
+        check_dataset(f"extra_datasets[{i}]", name, ())
+    for name, dataset in config.datasets.items():
+        opts = dataset.options
+        if dataset.source == "synthchart" and opts["min_categories"] > opts["max_categories"]:
+            problems.append(
+                f"config key 'datasets.{name}.min_categories': value {opts['min_categories']} is larger than "
+                f"max_categories ({opts['max_categories']}); make min_categories <= max_categories"
+            )
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def parse_config(raw: Mapping[str, Any]) -> Config:
+    """Validate a config dict (as Snakemake holds it, or as read from files) and return its typed view."""
+    resolved = validate_schema(raw)
+    shared = resolved["data"]
+    config = Config(
+        resolved=_frozen(resolved),
+        mlflow=MlflowSettings(**resolved["mlflow"]),
+        backend=resolved["backend"],
+        launcher=resolved["launcher"],
+        model_path=resolved["model"]["path"],
+        datasets=MappingProxyType(
+            {name: _dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
+        ),
+        series=MappingProxyType({sid: _series(sid, section, resolved) for sid, section in resolved["series"].items()}),
+        extra_datasets=tuple(resolved["extra_datasets"]),
+        samples_in_card=shared["samples_in_card"],
+    )
+    _cross_check(config)
+    return config
+
+
+def load_config(
+    configfiles: Sequence[str | Path] = (),
+    *,
+    base_files: Sequence[str | Path] = DEFAULT_CONFIG_FILES,
+    root: str | Path = ".",
+) -> Config:
+    """Load the default files (relative to ``root``) and the given overlays, in the order Snakemake merges
+    ``configfile:`` directives and ``--configfile`` arguments, then validate."""
+    root = Path(root)
+    paths = [root / p for p in base_files] + [Path(p) for p in configfiles]
+    return parse_config(read_config_files(paths))

@@ -1,0 +1,361 @@
+"""ChartQA readers: the original release layout and the Hugging Face parquet layout.
+
+Original layout (vis-nlp/ChartQA, "ChartQA Dataset/")::
+
+    {split}/{split}_human.json        [{"imgname", "query", "label"}, ...]   human-written questions
+    {split}/{split}_augmented.json    same, machine-generated questions
+    {split}/png/{imgname}
+    {split}/annotations/{stem}.json   optional (the full release on Hugging Face): chart type, plot area, label boxes
+
+Label bands for bar charts come, in this order, from:
+
+1. the chart's annotation file. Its schema (as read by ReFocus, zeyofu/ReFocus_Code
+   ``helper/get_coordinates_for_chart.py``): ``type`` (``v_bar``, ``h_bar``, ``line``, ``pie``, ...),
+   ``general_figure_info.figure_info.bbox`` = the plot area ``{x, y, w, h}`` in pixels, and
+   ``general_figure_info.{x_axis,y_axis}.major_labels`` = ``{values: [...], bboxes: [{x, y, w, h}, ...]}``.
+   Each category label gets a band around its centre reaching half-way to its neighbours (the outer ones
+   symmetric), spanning the plot area across and reaching to the label itself. ChartQA stores the categories of
+   an ``h_bar`` chart under ``x_axis`` ("x and y are reversed", ReFocus); we take, for each bar type, the axis
+   whose label boxes spread along the band direction, so either convention works.
+2. a box file released by ReFocus for ChartQA (``chartqa_vcot/{split}.jsonl``: ``image``, ``source``
+   (``chartqa_v_bar``/``chartqa_h_bar``), ``x_values``/``y_values`` and their pixel boxes ``{x1, y1, x2, y2}``,
+   ``figure_bbox``), JSON or JSONL, matched by image file name.
+3. neither: empty boxes and chart type ``unknown``, counted in the card.
+
+Hugging Face layout (``HuggingFaceM4/ChartQA``): parquet files with ``image`` (an image struct),
+``query``, ``label`` (a list with the answer) and ``human_or_machine`` (0 human, 1 machine), loaded with
+``datasets.load_dataset`` from a hub id or from a local folder laid out like the hub repository
+(``data/{split}-*.parquet``); both go through the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import DatasetConfig
+from chartrl.data.bands import half_way_intervals
+from chartrl.data.contract import (
+    IMAGE_PLACEHOLDER,
+    Rejected,
+    Row,
+    RowRejected,
+    empty_bboxes,
+    normalise_box,
+)
+from chartrl.data.errors import DataSourceError
+from chartrl.data.images import image_source_bytes, intake
+from chartrl.progress import Progress
+
+log = logging.getLogger(__name__)
+
+SUBSET_FILES = (("human", "{split}_human.json"), ("augmented", "{split}_augmented.json"))
+REQUIRED_FIELDS = ("imgname", "query", "label")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bands from the original annotations
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _axis_labels(info: Mapping[str, Any], axis: str) -> tuple[list[str], list[dict]]:
+    major = (info.get(axis) or {}).get("major_labels") or {}
+    values, boxes = major.get("values") or [], major.get("bboxes") or []
+    if len(values) != len(boxes):
+        raise RowRejected(f"annotation {axis}.major_labels has {len(values)} values but {len(boxes)} boxes")
+    return [str(v) for v in values], list(boxes)
+
+
+def _spread(boxes: Sequence[Mapping[str, float]], coord: str, size: str) -> float:
+    centres = [b[coord] + b[size] / 2 for b in boxes]
+    return max(centres) - min(centres) if centres else 0.0
+
+
+def bands_from_annotation(
+    annotation: Mapping[str, Any], width: int, height: int
+) -> tuple[str, dict, list[float] | None]:
+    """(chart_type, bboxes, plot_area) from one ChartQA annotation; bands only for v_bar and h_bar."""
+    chart_type = annotation.get("type", "unknown")
+    bboxes = empty_bboxes()
+    info = annotation.get("general_figure_info") or {}
+    figure = (info.get("figure_info") or {}).get("bbox")
+    if not figure:
+        return (chart_type if chart_type in ("v_bar", "h_bar", "line", "pie") else "unknown"), bboxes, None
+    px1, py1 = figure["x"], figure["y"]
+    px2, py2 = figure["x"] + figure["w"], figure["y"] + figure["h"]
+    plot_area = normalise_box([px1, py1, px2, py2], width, height)
+    if chart_type not in ("v_bar", "h_bar"):
+        return (chart_type if chart_type in ("line", "pie") else "unknown"), bboxes, plot_area
+
+    candidates = [_axis_labels(info, "x_axis"), _axis_labels(info, "y_axis")]
+    candidates = [c for c in candidates if c[0]]
+    if not candidates:
+        return chart_type, bboxes, plot_area
+    if chart_type == "v_bar":  # categories spread horizontally
+        labels, boxes = max(candidates, key=lambda c: _spread(c[1], "x", "w"))
+        centres = [b["x"] + b["w"] / 2 for b in boxes]
+        top = py1
+        bottom = max([py2] + [b["y"] + b["h"] for b in boxes])
+        for label, (x1, x2) in zip(labels, half_way_intervals(centres, px1, px2), strict=True):
+            if x1 < x2:  # a label centred outside the plot area owns nothing a tool could edit
+                bboxes["x_values"].setdefault(label, normalise_box([x1, top, x2, bottom], width, height))
+    else:  # h_bar: categories spread vertically
+        labels, boxes = max(candidates, key=lambda c: _spread(c[1], "y", "h"))
+        centres = [b["y"] + b["h"] / 2 for b in boxes]
+        left = min([px1] + [b["x"] for b in boxes])
+        right = px2
+        for label, (y1, y2) in zip(labels, half_way_intervals(centres, py1, py2), strict=True):
+            if y1 < y2:
+                bboxes["y_values"].setdefault(label, normalise_box([left, y1, right, y2], width, height))
+    return chart_type, bboxes, plot_area
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Boxes released by ReFocus
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _read_json_records(path: Path) -> list[dict[str, Any]]:
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(data, dict):
+        data = list(data.values())
+    return data
+
+
+def load_refocus_boxes(path: Path) -> dict[str, dict[str, Any]]:
+    """Image file name -> the first ReFocus record for it (all records of one image carry the same boxes)."""
+    if not path.is_file():
+        raise DataSourceError(f"ReFocus box file {path} does not exist; fix the path under refocus_boxes")
+    try:
+        records = _read_json_records(path)
+    except json.JSONDecodeError as err:
+        raise DataSourceError(f"ReFocus box file {path} is neither JSON nor JSONL: {err}") from err
+    by_image: dict[str, dict[str, Any]] = {}
+    for record in records:
+        by_image.setdefault(Path(record.get("image", "")).name, record)
+    return by_image
+
+
+def bands_from_refocus(record: Mapping[str, Any], width: int, height: int) -> tuple[str, dict, list[float] | None]:
+    source = record.get("source", "")
+    chart_type = source.removeprefix("chartqa_") if source.startswith("chartqa_") else "unknown"
+    if chart_type not in ("v_bar", "h_bar"):
+        chart_type = "unknown"
+    bboxes = empty_bboxes()
+    for axis in ("x_values", "y_values"):
+        labels, boxes = record.get(axis) or [], record.get(f"{axis}_bbox") or []
+        if len(labels) != len(boxes):
+            raise RowRejected(f"ReFocus record has {len(labels)} {axis} but {len(boxes)} boxes")
+        for label, box in zip(labels, boxes, strict=True):
+            bboxes[axis].setdefault(
+                str(label), normalise_box([box["x1"], box["y1"], box["x2"], box["y2"]], width, height)
+            )
+    figure = record.get("figure_bbox")
+    plot_area = (
+        normalise_box([figure["x1"], figure["y1"], figure["x2"], figure["y2"]], width, height) if figure else None
+    )
+    return chart_type, bboxes, plot_area
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The original layout
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _load_records(path: Path, key_hint: str) -> list[Any]:
+    if not path.is_file():
+        raise DataSourceError(f"ChartQA file {path} does not exist; check {key_hint} (the 'ChartQA Dataset' folder)")
+    try:
+        records = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise DataSourceError(f"ChartQA file {path} is not valid JSON: {err}") from err
+    if not isinstance(records, list):
+        raise DataSourceError(f"ChartQA file {path} must hold a list of records, not {type(records).__name__}")
+    return records
+
+
+class _ChartCache:
+    """Decode each chart once per split (a chart has two or more questions) and look up its boxes."""
+
+    def __init__(self, split_dir: Path, refocus: Mapping[str, Mapping[str, Any]], max_pixels: int):
+        self.split_dir, self.refocus, self.max_pixels = split_dir, refocus, max_pixels
+        self._charts: dict[str, tuple[bytes, str, dict, dict] | RowRejected] = {}
+
+    def get(self, imgname: str) -> tuple[bytes, str, dict, dict]:
+        if imgname not in self._charts:
+            try:
+                self._charts[imgname] = self._load(imgname)
+            except RowRejected as err:
+                self._charts[imgname] = err
+        chart = self._charts[imgname]
+        if isinstance(chart, RowRejected):
+            raise chart
+        return chart
+
+    def _load(self, imgname: str) -> tuple[bytes, str, dict, dict]:
+        if Path(imgname).name != imgname:
+            raise RowRejected(f"imgname {imgname!r} is not a plain file name")
+        png, width, height = intake(image_source_bytes(str(self.split_dir / "png" / imgname), None), self.max_pixels)
+        annotation_path = self.split_dir / "annotations" / f"{Path(imgname).stem}.json"
+        extra: dict[str, Any] = {"imgname": imgname, "image_size": [width, height]}
+        if annotation_path.is_file():
+            try:
+                annotation = json.loads(annotation_path.read_text())
+            except json.JSONDecodeError as err:
+                raise RowRejected(f"annotation {annotation_path.name} is not valid JSON: {err}") from err
+            chart_type, bboxes, plot_area = bands_from_annotation(annotation, width, height)
+            extra["boxes_from"] = "annotation"
+        elif imgname in self.refocus:
+            chart_type, bboxes, plot_area = bands_from_refocus(self.refocus[imgname], width, height)
+            extra["boxes_from"] = "refocus"
+        else:
+            chart_type, bboxes, plot_area = "unknown", empty_bboxes(), None
+            extra["boxes_from"] = None
+        if plot_area:
+            extra["plot_area"] = plot_area
+        return png, chart_type, bboxes, extra
+
+
+def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
+    options = dataset.options
+    base = Path(root) / options["path"]
+    split_dir = base / split
+    refocus_file = options["refocus_boxes"].get(split)
+    refocus = load_refocus_boxes(base / refocus_file) if refocus_file else {}
+    charts = _ChartCache(split_dir, refocus, dataset.max_image_pixels)
+    key_hint = f"datasets.{dataset.name}.path = {options['path']!r}"
+    for subset, pattern in SUBSET_FILES:
+        file_name = pattern.format(split=split)
+        records = _load_records(split_dir / file_name, key_hint)
+        progress = Progress(f"{dataset.name}/{split} {subset}", len(records), log, unit="rows")
+        per_image: dict[str, int] = {}
+        for k, record in enumerate(records):
+            progress.advance()
+            where = f"{file_name}[{k}]"
+            if not isinstance(record, dict):
+                yield Rejected(where, f"record is a {type(record).__name__}, not an object")
+                continue
+            missing = [f for f in REQUIRED_FIELDS if f not in record or record[f] is None]
+            if missing:
+                yield Rejected(where, f"missing field(s) {', '.join(missing)}")
+                continue
+            imgname = str(record["imgname"])
+            n = per_image.get(imgname, 0)
+            per_image[imgname] = n + 1
+            row_id = f"{Path(imgname).stem}-{subset[0]}{n}"
+            try:
+                png, chart_type, bboxes, chart_extra = charts.get(imgname)
+            except RowRejected as err:
+                yield Rejected(row_id, str(err))
+                continue
+            query, label = str(record["query"]), str(record["label"])
+            yield Row(
+                id=row_id,
+                images=[png],
+                problem=f"{IMAGE_PLACEHOLDER}\n{query}",
+                answer=label.strip(),
+                data_source=f"chartqa_{subset}",
+                chart_type=chart_type,
+                bboxes=bboxes,
+                split=split,
+                extra={"question": query, "subset": subset, "source_row": where, **chart_extra},
+            )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The Hugging Face layout
+# --------------------------------------------------------------------------------------------------------------
+
+
+def load_hub_split(path: str, split: str, revision: str | None, root: Path):
+    """A ``datasets.Dataset`` for ``split`` of a hub dataset id or of a local folder laid out like a hub repo,
+    with images left undecoded (raw bytes)."""
+    import datasets
+
+    local = Path(root) / path
+    source = str(local) if local.exists() else path
+    try:
+        ds = datasets.load_dataset(source, split=split, revision=None if local.exists() else revision)
+    except (FileNotFoundError, ValueError, ConnectionError, OSError) as err:
+        where = f"local folder {local}" if local.exists() else f"hub dataset {path!r} (revision {revision})"
+        raise DataSourceError(
+            f"cannot load split {split!r} of {where}: {type(err).__name__}: {err}. Without network access, "
+            "download the dataset to a folder and point datasets.<name>.path at it"
+        ) from err
+    if "image" in ds.column_names:
+        ds = ds.cast_column("image", datasets.Image(decode=False))
+    return ds
+
+
+def _subset_of(value: Any) -> str | None:
+    if value in (0, "0", "human"):
+        return "human"
+    if value in (1, "1", "machine", "augmented"):
+        return "augmented"
+    return None
+
+
+def read_chartqa_hf(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
+    options = dataset.options
+    ds = load_hub_split(options["path"], options["splits"][split], options["revision"], root)
+    missing = [c for c in ("image", "query", "label", "human_or_machine") if c not in ds.column_names]
+    if missing:
+        raise DataSourceError(
+            f"{options['path']} split {options['splits'][split]!r} lacks column(s) {', '.join(missing)}; "
+            f"it has {', '.join(ds.column_names)} (is this the ChartQA parquet layout?)"
+        )
+    limit = options["limit"]
+    total = min(len(ds), limit) if limit else len(ds)
+    progress = Progress(f"{dataset.name}/{split}", total, log, unit="rows")
+    for k, record in enumerate(ds):
+        if k >= total:
+            break
+        progress.advance()
+        row_id = f"{split}-{k:06d}"
+        labels = record["label"]
+        if isinstance(labels, str):
+            labels = [labels]
+        if not labels or not str(labels[0]).strip():
+            yield Rejected(row_id, "empty answer (label list is empty)")
+            continue
+        subset = _subset_of(record["human_or_machine"])
+        if subset is None:
+            yield Rejected(
+                row_id, f"human_or_machine {record['human_or_machine']!r} is neither human (0) nor machine (1)"
+            )
+            continue
+        if not record["query"] or not str(record["query"]).strip():
+            yield Rejected(row_id, "empty question")
+            continue
+        try:
+            png, width, height = intake(
+                image_source_bytes(record["image"], Path(root) / options["path"]), dataset.max_image_pixels
+            )
+        except RowRejected as err:
+            yield Rejected(row_id, str(err))
+            continue
+        query = str(record["query"])
+        yield Row(
+            id=row_id,
+            images=[png],
+            problem=f"{IMAGE_PLACEHOLDER}\n{query}",
+            answer=str(labels[0]).strip(),
+            data_source=f"chartqa_{subset}",
+            chart_type="unknown",
+            bboxes=empty_bboxes(),
+            split=split,
+            extra={
+                "question": query,
+                "subset": subset,
+                "all_labels": [str(x) for x in labels],
+                "image_size": [width, height],
+                "boxes_from": None,
+            },
+        )

@@ -1,0 +1,169 @@
+"""MLflow conventions, in one place.
+
+- One experiment per config (``mlflow.experiment``); the default store is ``sqlite:///results/mlflow.db`` and
+  artifacts go beside it (``results/mlartifacts/``).
+- One run per (subject, stage), named ``{subject}/{stage}`` (``e1/train``, ``synthchart/data``), tagged with
+  ``stage`` and whatever else the stage knows (``series``, ``generation``, ``reward``, ``algorithm``, ``tools``,
+  ``backend``, ``dataset``).
+- Params are the resolved config of that subject, flattened, logged once. Metrics go in batches.
+- A stage rerun from scratch starts a new run and tags the older runs of the same name
+  ``chartrl.superseded=true`` (with the id of the run that replaced them).
+- No secret reaches params or tags: any value containing the value of a secret-looking environment variable
+  (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``) is refused before anything is logged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import MlflowSettings
+
+log = logging.getLogger(__name__)
+
+SUPERSEDED_TAG = "chartrl.superseded"
+SUPERSEDED_BY_TAG = "chartrl.superseded_by"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
+
+
+class SecretLeak(ValueError):
+    """A value about to be logged contains a secret from the environment."""
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested mappings -> dotted keys with string values (lists as JSON-ish text)."""
+    flat: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten(value, f"{name}."))
+        else:
+            text = str(list(value) if isinstance(value, tuple) else value)
+            flat[name] = text if len(text) <= MAX_PARAM_LENGTH else text[: MAX_PARAM_LENGTH - 3] + "..."
+    return flat
+
+
+def refuse_secrets(values: Mapping[str, str]) -> None:
+    secrets = {name: value for name, value in os.environ.items() if SECRET_NAME.search(name) and len(value) >= 8}
+    for key, text in values.items():
+        for name, secret in secrets.items():
+            if secret in str(text) or secret in key:
+                raise SecretLeak(
+                    f"refusing to log '{key}' to MLflow: it contains the value of the environment variable {name}. "
+                    "Config should name the variable holding a secret, never hold the secret itself."
+                )
+
+
+def artifact_root(tracking_uri: str) -> str | None:
+    """For a SQLite store, the artifact folder beside the database; otherwise the server decides."""
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri.removeprefix("sqlite:///"))
+        return (db.parent / "mlartifacts").resolve().as_uri()
+    return None
+
+
+@contextmanager
+def _store_lock(tracking_uri: str) -> Iterator[None]:
+    """Serialise first contact with a SQLite store: MLflow creates and migrates the schema on first use, and two
+    jobs doing that at once collide ("duplicate column name"). Later writes are safe to interleave."""
+    if not tracking_uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(tracking_uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _client(settings: MlflowSettings):
+    """A client on the store, the store created and migrated (under a lock) before it is returned."""
+    from mlflow.tracking import MlflowClient
+
+    with _store_lock(settings.tracking_uri):
+        client = MlflowClient(tracking_uri=settings.tracking_uri)
+        client.search_experiments(max_results=1)  # forces schema creation/migration now, inside the lock
+    return client
+
+
+def experiment_id(client, settings: MlflowSettings) -> str:
+    from mlflow.exceptions import MlflowException
+
+    with _store_lock(settings.tracking_uri):
+        experiment = client.get_experiment_by_name(settings.experiment)
+        if experiment is not None:
+            return experiment.experiment_id
+        try:
+            return client.create_experiment(settings.experiment, artifact_location=artifact_root(settings.tracking_uri))
+        except MlflowException:  # created a moment ago by a job on another store client (a server store)
+            experiment = client.get_experiment_by_name(settings.experiment)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+
+class StageRun:
+    """A handle on one MLflow run: batched metrics, artifacts."""
+
+    def __init__(self, client, run_id: str):
+        self.client, self.run_id = client, run_id
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(key, float(value), now, step) for key, value in metrics.items()]
+        for start in range(0, len(batch), 1000):  # MLflow accepts at most 1000 metrics per batch
+            self.client.log_batch(self.run_id, metrics=batch[start : start + 1000])
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+
+def find_runs(client, experiment: str, run_name: str, include_superseded: bool = False) -> list:
+    runs = client.search_runs([experiment], filter_string=f"tags.`mlflow.runName` = '{run_name}'", max_results=1000)
+    if include_superseded:
+        return list(runs)
+    return [r for r in runs if r.data.tags.get(SUPERSEDED_TAG) != "true"]
+
+
+@contextmanager
+def stage_run(
+    settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]
+) -> Iterator[StageRun]:
+    """Start a fresh run for ``run_name`` (superseding older ones), log tags and flattened params once, and end
+    it FINISHED, or FAILED if the body raises."""
+    flat_params = flatten(params)
+    str_tags = {k: str(v) for k, v in tags.items()}
+    refuse_secrets({**flat_params, **str_tags})
+    client = _client(settings)
+    exp = experiment_id(client, settings)
+    older = find_runs(client, exp, run_name)
+    run = client.create_run(exp, run_name=run_name, tags=str_tags)
+    run_id = run.info.run_id
+    for old in older:
+        client.set_tag(old.info.run_id, SUPERSEDED_TAG, "true")
+        client.set_tag(old.info.run_id, SUPERSEDED_BY_TAG, run_id)
+    from mlflow.entities import Param
+
+    items = [Param(k, v) for k, v in flat_params.items()]
+    for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
+        client.log_batch(run_id, params=items[start : start + 100])
+    log.info("MLflow run %s (%s) in experiment %s at %s", run_name, run_id, settings.experiment, settings.tracking_uri)
+    try:
+        yield StageRun(client, run_id)
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id, "FINISHED")

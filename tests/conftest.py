@@ -1,0 +1,87 @@
+"""Shared fixtures. Tests never touch the network: the hub is switched off and caches live in a temp folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHARTQA_REAL = REPO / "tests" / "fixtures" / "chartqa_real"
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def offline_caches(tmp_path_factory):
+    """Hugging Face libraries stay offline and write their caches to a temp folder."""
+    cache = tmp_path_factory.mktemp("hf-cache")
+    saved = {k: os.environ.get(k) for k in ("HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE")}
+    os.environ.update(
+        HF_HOME=str(cache), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=str(cache / "datasets")
+    )
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def raw_default_config() -> dict:
+    from chartrl.config import DEFAULT_CONFIG_FILES, read_config_files
+
+    return read_config_files([REPO / f for f in DEFAULT_CONFIG_FILES])
+
+
+def dataset_from(section: dict, name: str = "d"):
+    """A DatasetConfig for ``section``, validated and defaulted by the real config loader."""
+    from chartrl.config import parse_config
+
+    raw = raw_default_config()
+    raw["datasets"][name] = section
+    raw["extra_datasets"] = [name]
+    return parse_config(raw).datasets[name]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run the repository's workflow with ``workdir`` as working directory (results land there)."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    cmd = [
+        str(BIN / "snakemake"),
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--workflow-profile",
+        str(REPO / "workflow" / "profiles" / "default"),
+        "--directory",
+        str(workdir),
+        *args,
+    ]
+    result = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed ({result.returncode}):\n"
+            f"{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
+        )
+    return result
+
+
+def copy_chartqa_layout(dest: Path, charts: list[str] | None = None) -> Path:
+    """Copy the real ChartQA sample (optionally only some charts) into ``dest`` in the original layout."""
+    import json
+
+    test_dir = dest / "test"
+    (test_dir / "png").mkdir(parents=True)
+    for name in ("test_human.json", "test_augmented.json"):
+        records = json.loads((CHARTQA_REAL / "test" / name).read_text())
+        if charts is not None:
+            records = [r for r in records if r["imgname"] in charts]
+        (test_dir / name).write_text(json.dumps(records))
+    for png in (CHARTQA_REAL / "test" / "png").iterdir():
+        if charts is None or png.name in charts:
+            shutil.copy(png, test_dir / "png" / png.name)
+    shutil.copy(CHARTQA_REAL / "test" / "refocus_chartqa_vcot_test.jsonl", test_dir)
+    return dest

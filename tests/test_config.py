@@ -1,0 +1,223 @@
+"""The config: three configs load, the 14 series are there, and every bad value is named with its fix."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+
+from chartrl.config import ConfigError, EvalSeries, TrainSeries, load_config, merge_config, parse_config
+
+from conftest import REPO, raw_default_config
+
+DESIGN_SERIES = {
+    # id: (generation, kind, tools, reward, algorithm, of)  -- the table in ../shared/design.md
+    "e1": ("v1", "train", True, "v1_rule", "grpo", None),
+    "e2": ("v1", "train", True, "v1_judge", "grpo", None),
+    "e3": ("v1", "train", False, "v1_rule", "grpo", None),
+    "e4": ("v1", "eval", None, None, None, "e1"),
+    "e5": ("v1", "eval", None, None, None, "e2"),
+    "e6": ("v2", "train", True, "v2_shaped", "grpo", None),
+    "e7": ("v2", "train", False, "v2_shaped", "grpo", None),
+    "e8": ("v2", "eval", None, None, None, "e6"),
+    "e9": ("v2", "eval", None, None, None, "e6"),
+    "e10": ("v3", "train", True, "v3_gra", "drgrpo", None),
+    "e11": ("v3", "train", False, "v3_gra", "drgrpo", None),
+    "e12": ("v3", "train", True, "v3_gra", "drgrpo", None),
+    "e13": ("v3", "eval", None, None, None, "e10"),
+    "e14": ("v3", "eval", None, None, None, "e10"),
+}
+
+
+@pytest.mark.parametrize("overlays", [[], ["config/smoke.yaml"], ["config/gpu.yaml"]], ids=["default", "smoke", "gpu"])
+def test_every_config_loads_with_all_14_series(overlays):
+    config = load_config([REPO / o for o in overlays], root=REPO)
+    assert set(config.series) == set(DESIGN_SERIES)
+    for sid, (generation, kind, tools, reward, algorithm, of) in DESIGN_SERIES.items():
+        series = config.series[sid]
+        assert (series.generation, series.kind) == (generation, kind), sid
+        if kind == "train":
+            assert isinstance(series, TrainSeries)
+            assert (series.tools, series.reward.name, series.algorithm) == (tools, reward, algorithm), sid
+        else:
+            assert isinstance(series, EvalSeries)
+            assert series.of == of and series.checkpoint == "last" and series.scorers, sid
+
+
+def test_series_details_follow_the_design():
+    config = load_config(root=REPO)
+    assert config.series["e7"].reward.params["d_tool"] == 0.0  # the no-tool baseline has no tool term
+    assert config.series["e6"].reward.params["d_tool"] > 0
+    assert config.series["e12"].reward.params["accuracy"] == "panel"
+    assert config.series["e9"].scorers == ("judge",) and config.series["e14"].scorers == ("panel",)
+    # e8/e9 and e13/e14 evaluate the same checkpoint: the diagonal pairs
+    assert (config.series["e8"].of, config.series["e8"].checkpoint) == (
+        config.series["e9"].of,
+        config.series["e9"].checkpoint,
+    )
+    assert (config.series["e13"].of, config.series["e13"].checkpoint) == (
+        config.series["e14"].of,
+        config.series["e14"].checkpoint,
+    )
+
+
+def test_defaults_come_from_the_schema_and_are_not_written_back():
+    raw = raw_default_config()
+    before = copy.deepcopy(raw)
+    config = parse_config(raw)
+    assert raw == before  # the caller's dict is untouched
+    assert config.mlflow.tracking_uri == "sqlite:///results/mlflow.db"
+    assert config.datasets["synthchart"].options["questions_per_chart"] == 2
+    assert config.series["e1"].reward.params["tool_bonus"] == 0
+    with pytest.raises(TypeError):
+        config.datasets["synthchart"].options["seed"] = 3  # read-only view
+
+
+def test_gpu_overlay_switches_backend_model_and_data():
+    config = load_config([REPO / "config/gpu.yaml"], root=REPO)
+    assert config.backend == "verl" and config.model_path == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert config.needed_splits() == {"chartqa": ("train", "val", "test")}  # no synthetic data on the cluster
+
+
+def test_merge_replaces_lists_and_merges_mappings_like_snakemake():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    merge_config(base, {"a": {"c": [3]}, "e": 2})
+    assert base == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+
+
+def _broken(mutate):
+    raw = raw_default_config()
+    mutate(raw)
+    return raw
+
+
+BAD_CONFIGS = [
+    # (case, mutation, fragments the message must contain: key, bad value, allowed values or fix)
+    (
+        "unknown algorithm",
+        lambda c: c["series"]["e1"].update(algorithm="ppo"),
+        ["series.e1.algorithm", '"ppo"', "grpo", "drgrpo"],
+    ),
+    (
+        "unknown reward name",
+        lambda c: c["series"]["e2"]["reward"].update(name="v9_magic"),
+        ["series.e2.reward.name", '"v9_magic"', "v1_rule", "v3_gra"],
+    ),
+    (
+        "eval of a missing train series",
+        lambda c: c["series"]["e4"].update(of="e99"),
+        ["series.e4.of", "'e99'", "names no train series", "e1, e2, e3"],
+    ),
+    (
+        "eval of an eval series",
+        lambda c: c["series"]["e5"].update(of="e4"),
+        ["series.e5.of", "'e4'", "names no train series"],
+    ),
+    ("misspelled key", lambda c: c["series"]["e6"].update(algoritm="grpo"), ["series.e6", "algoritm", "allowed keys"]),
+    (
+        "reward param of another reward",
+        lambda c: c["series"]["e1"]["reward"].update(d_tool=0.5),
+        ["series.e1.reward", "d_tool"],
+    ),
+    (
+        "negative delta",
+        lambda c: c["series"]["e6"]["reward"].update(d_format=-1),
+        ["series.e6.reward.d_format", "-1", "minimum"],
+    ),
+    ("bad checkpoint", lambda c: c["series"]["e8"].update(checkpoint="best"), ["series.e8.checkpoint", "best"]),
+    (
+        "unknown scorer",
+        lambda c: c["series"]["e9"].update(scorers=["vibes"]),
+        ["series.e9.scorers.0", '"vibes"', "rule", "judge", "panel"],
+    ),
+    (
+        "wrong type",
+        lambda c: c["datasets"]["synthchart"].update(seed="zero"),
+        ["datasets.synthchart.seed", '"zero"', "integer"],
+    ),
+    (
+        "unknown dataset source",
+        lambda c: c["datasets"]["synthchart"].update(source="plotqa"),
+        ["datasets.synthchart.source", '"plotqa"', "chartqa_original", "synthchart"],
+    ),
+    (
+        "train dataset not defined",
+        lambda c: c["train"].update(dataset="nowhere"),
+        ["train.dataset", "'nowhere'", "not defined", "synthchart"],
+    ),
+    (
+        "train dataset without val split",
+        lambda c: c["datasets"]["synthchart"].update(splits={"train": 5, "test": 5}),
+        ["train.dataset", "val", "datasets.synthchart"],
+    ),
+    ("extra dataset not defined", lambda c: c.update(extra_datasets=["ghost"]), ["extra_datasets[0]", "'ghost'"]),
+    (
+        "min above max categories",
+        lambda c: c["datasets"]["synthchart"].update(min_categories=9, max_categories=4),
+        ["datasets.synthchart.min_categories", "max_categories"],
+    ),
+    (
+        "missing required series field",
+        lambda c: c["series"]["e3"].pop("tools"),
+        ["series.e3", "'tools' is a required property"],
+    ),
+    ("bad series id", lambda c: c["series"].update({"e-15": dict(c["series"]["e1"])}), ["series", "e-15"]),
+]
+
+
+@pytest.mark.parametrize("case,mutate,fragments", BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_config_names_key_value_and_fix(case, mutate, fragments):
+    with pytest.raises(ConfigError) as err:
+        parse_config(_broken(mutate))
+    message = str(err.value)
+    for fragment in fragments:
+        assert fragment in message, f"{case}: {fragment!r} missing from:\n{message}"
+
+
+def test_several_problems_are_reported_at_once():
+    def mutate(c):
+        c["series"]["e1"]["algorithm"] = "ppo"
+        c["series"]["e13"]["of"] = "e42"
+
+    with pytest.raises(ConfigError) as err:
+        parse_config(_broken(mutate))
+    assert "series.e1.algorithm" in str(err.value)
+    # the cross-reference check runs after the schema passes; the schema problem is reported first
+
+
+def test_cli_config_check_exits_nonzero_with_the_message(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("series:\n  e10:\n    algorithm: dr_grpo\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "chartrl", "config", "check", "--root", str(REPO), "--configfile", str(bad)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert "series.e10.algorithm" in run.stderr and '"dr_grpo"' in run.stderr and "drgrpo" in run.stderr
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chartrl",
+            "config",
+            "check",
+            "--root",
+            str(REPO),
+            "--configfile",
+            str(REPO / "config/smoke.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert good.returncode == 0 and "14 series" in good.stdout
+
+
+def test_schema_in_package_is_the_workflow_schema():
+    """The package ships the very file the Snakefile validates with (a link), not a copy that can drift."""
+    from importlib import resources
+
+    packaged = resources.files("chartrl").joinpath("schemas/config.schema.yaml").read_text()
+    assert packaged == (REPO / "workflow/schemas/config.schema.yaml").read_text()

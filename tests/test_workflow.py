@@ -1,0 +1,127 @@
+"""The user's command is the product: the Snakemake DAG, end to end, in a scratch working directory."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from chartrl.data.contract import check_box, check_row, read_split
+
+from conftest import REPO, snakemake
+from synth_answers import expected_answer
+
+pytestmark = pytest.mark.slow
+SMOKE = str(REPO / "config" / "smoke.yaml")
+
+
+@pytest.mark.parametrize(
+    "overlay",
+    [[], ["--configfile", SMOKE], ["--configfile", str(REPO / "config/gpu.yaml")]],
+    ids=["default", "smoke", "gpu"],
+)
+def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
+    dry = snakemake(tmp_path, "-n", *overlay)
+    assert "data_split" in dry.stdout
+    lint = snakemake(tmp_path, "--lint", *overlay)
+    assert "Congratulations" in lint.stdout + lint.stderr
+
+
+def test_one_target_on_the_smoke_config_meets_the_contract(tmp_path):
+    # `--configfile` takes several files: name it with `=` (or after the targets) so the target stays a target
+    snakemake(tmp_path, "--cores", "2", f"--configfile={SMOKE}", "results/data/synthchart/test.parquet")
+    rows = read_split(tmp_path / "results/data/synthchart/test.parquet")
+    assert len(rows) == 8 * 2  # 8 charts x 2 questions (config/smoke.yaml)
+    for row in rows:
+        check_row(row)
+        assert row.answer == expected_answer(row)
+        for axis in ("x_values", "y_values"):
+            for box in row.bboxes[axis].values():
+                assert check_box(box) is None
+    # only what the target needs ran: no other split, no card
+    assert not (tmp_path / "results/data/synthchart/train.parquet").exists()
+    assert (tmp_path / "results/logs/data/synthchart/test.log").read_text().count("rendering") >= 1
+
+
+def _planned_jobs(stdout: str) -> set[tuple[str, str]]:
+    """(rule, wildcards) of the jobs a dry run would execute."""
+    jobs = set()
+    for block in stdout.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0].strip()
+        match = re.search(r"wildcards: ([^\n]+)", block)
+        jobs.add((rule, match.group(1).strip() if match else ""))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("smoke")
+    snakemake(workdir, "--cores", "2", "--configfile", SMOKE)
+    return workdir
+
+
+def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
+    cards = {
+        name: json.loads((smoke_run / f"results/data/{name}/card.json").read_text())
+        for name in ("synthchart", "chartqa_sample")
+    }
+    assert set(cards["synthchart"]["splits"]) == {"train", "val", "test"}
+    assert cards["synthchart"]["charts_shared_across_splits"] == 0
+    assert cards["synthchart"]["splits"]["train"]["rows"] == 24 * 2
+    assert cards["chartqa_sample"]["splits"]["test"]["rows"] == 124
+    assert cards["chartqa_sample"]["splits"]["test"]["bbox_coverage"]["bar_charts_with_boxes"] == 30
+    assert (smoke_run / "results/data/synthchart/samples.png").stat().st_size > 10_000
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
+    experiment = client.get_experiment_by_name("chartrl-smoke")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert set(runs) == {"synthchart/data", "chartqa_sample/data"}
+    run = runs["synthchart/data"]
+    assert run.data.tags["stage"] == "data" and run.data.params["options.splits.train"] == "24"
+    assert run.data.metrics["train/rows"] == 48
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"card.json", "samples.png"}
+
+
+def test_nothing_to_do_after_a_complete_run(smoke_run):
+    dry = snakemake(smoke_run, "-n", "--configfile", SMOKE)
+    assert _planned_jobs(dry.stdout) == set()
+
+
+def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
+    reseed = tmp_path / "reseed.yaml"
+    reseed.write_text("datasets:\n  synthchart:\n    seed: 1\n")
+    jobs = _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reseed)).stdout)
+    assert jobs == {
+        ("data_split", "dataset=synthchart, split=train"),
+        ("data_split", "dataset=synthchart, split=val"),
+        ("data_split", "dataset=synthchart, split=test"),
+        ("data_card", "dataset=synthchart"),
+        ("all", ""),
+    }
+    # growing the train split reruns only the train split (and the card): test and val do not depend on it
+    grow = tmp_path / "grow.yaml"
+    grow.write_text("datasets:\n  synthchart:\n    splits: {train: 30, val: 6, test: 8}\n")
+    jobs = _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(grow)).stdout)
+    assert jobs == {("data_split", "dataset=synthchart, split=train"), ("data_card", "dataset=synthchart"), ("all", "")}
+
+
+@pytest.mark.parametrize(
+    "overlay,fragments",
+    [
+        ("series:\n  e10:\n    algorithm: dr_grpo\n", ["dr_grpo", "drgrpo", "algorithm"]),
+        ("series:\n  e13:\n    of: e99\n", ["series.e13.of", "e99", "names no train series"]),
+    ],
+    ids=["schema", "cross-reference"],
+)
+def test_invalid_config_stops_snakemake_before_anything_runs(tmp_path, overlay, fragments):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(overlay)
+    result = snakemake(tmp_path, "-n", "--configfile", str(bad), check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    for fragment in fragments:
+        assert fragment in output, output[-3000:]
+    assert not (tmp_path / "results").exists()
