@@ -26,12 +26,16 @@ import jsonschema
 import yaml
 from jsonschema import Draft202012Validator
 
+from chartrl.errors import ChartrlError
+
 SPLITS = ("train", "val", "test")
 DEFAULT_CONFIG_FILES = ("config/config.yaml", "config/series.yaml")
 
 
-class ConfigError(ValueError):
+class ConfigError(ChartrlError, ValueError):
     """A configuration value is wrong; the message names the key, the value and the fix."""
+
+    exit_code = 2
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""One module per ``chartrl <stage>`` command group; each has ``register(subparsers)``."""
