@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chartrl.config import parse_reward_spec
+from chartrl.config import JudgeConfig, parse_reward_spec
 from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
 from chartrl.rewards import combine
 from chartrl.rewards.answers import extract_answer, relaxed_accuracy
@@ -194,3 +194,20 @@ def get_reward(name: str, params: Mapping[str, Any] | None = None, judge: Judge 
             raise ValueError(f"reward {name!r} has accuracy: panel but was given the single judge {judge.name!r}")
         return Reward(definition, spec.params, judge)
     return Reward(definition, spec.params, None)
+
+
+def accuracy_signal(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """What reward ``name`` with ``params`` grades answers with: ``rule``, ``judge``, ``panel`` or ``own``."""
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(reward_names())}")
+    return REWARDS[name].accuracy_signal(parse_reward_spec({"name": name, **dict(params or {})}).params)
+
+
+def build_reward(name: str, params: Mapping[str, Any] | None, judge_config: JudgeConfig) -> Reward:
+    """The reward with the judge it needs built from the ``judge:`` config (the single judge for ``judge``, the
+    panel for ``panel``, none otherwise): what the train and score stages, the CLI and verl workers call."""
+    from chartrl.judge import judge_for_accuracy
+
+    signal = accuracy_signal(name, params)
+    judge = judge_for_accuracy(signal, judge_config) if signal in ("judge", "panel") else None
+    return get_reward(name, params, judge=judge)
