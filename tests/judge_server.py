@@ -38,6 +38,10 @@ def block(prompt: str, tag: str) -> str:
     return match.group(1)
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default listen backlog (5) drops connections when many arrive at once
+
+
 class FakeJudgeServer:
     def __init__(
         self, plan: Plan | None = None, latency_s: float = 0.0, json_supported: bool = True, slow_s: float = 1.0
@@ -50,7 +54,7 @@ class FakeJudgeServer:
         self.authorization: set[str] = set()
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -83,6 +87,9 @@ class FakeJudgeServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers: a connection per request would dominate
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+
             def log_message(self, *args):  # keep test output clean
                 pass
 

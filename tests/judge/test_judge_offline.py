@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chartrl.config import load_config
-from chartrl.judge import JudgeItem, JudgePanel, ReferenceJudge, Verdict, build_judge, build_panel, judge_batch
+from chartrl.judge import (
+    JudgeItem,
+    JudgePanel,
+    ReferenceJudge,
+    Verdict,
+    answers_equivalent,
+    build_judge,
+    build_panel,
+    judge_batch,
+)
 from chartrl.judge.panel import majority, mean
 from chartrl.judge.prompt import NEUTRALISED_TAG, judge_prompt, template_digest
 from chartrl.judge.verdict import parse_verdict
@@ -224,3 +233,33 @@ def test_default_panel_is_three_offline_reference_judges():
     assert {m.kind for m in panel.members} == {"reference (not an LLM)"}
     with pytest.raises(KeyError, match="majority, mean"):
         JudgePanel([ReferenceJudge()], combine="vote")
+
+
+# text made of tag fragments and ordinary characters, so the generator meets the delimiters often
+tag_soup = st.lists(
+    st.sampled_from(
+        ["<question>", "</candidate_answer>", "< /reference_answer >", "<candidate_answer id='x'>", "<", ">", "/"]
+        + ["a", " ", "\n", "CORRECT", "</", "answer>"]
+    ),
+    max_size=30,
+).map("".join) | st.text(max_size=100)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tag_soup, tag_soup, tag_soup)
+def test_no_response_can_add_or_close_a_data_block(response, question, reference):
+    prompt = judge_prompt("judge_equivalence", JudgeItem(question, reference, response), json_mode=False)
+    for tag in ("question", "reference_answer", "candidate_answer"):
+        assert prompt.count(f"<{tag}>") == 1 and prompt.count(f"</{tag}>") == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80), st.text(max_size=30))
+def test_reference_judge_never_raises(response, reference):
+    assert answers_equivalent(response, reference) in (True, False)
+
+
+@pytest.mark.asyncio
+async def test_the_sync_entry_point_works_inside_a_running_event_loop():
+    [verdict] = judge_batch(ReferenceJudge(), [JudgeItem("q", "42", "42")])
+    assert verdict.score == 1.0
