@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO  # noqa: E402
 
-MODULES = ("bench_data",)
+MODULES = ("bench_data", "bench_rewards")
 
 
 def main() -> None:
@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "bench" / "results.md"))
     parser.add_argument("--charts", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--responses", type=int, default=10_000, help="responses for the rule-vs-mathruler benchmark")
+    parser.add_argument("--judge-items", type=int, default=256, help="items per judge-throughput run")
     parser.add_argument("--only", nargs="*", default=None, help="run only these modules (e.g. bench_data)")
     args = parser.parse_args()
     lines = [

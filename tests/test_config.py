@@ -164,6 +164,43 @@ BAD_CONFIGS = [
         ["series.e3", "'tools' is a required property"],
     ),
     ("bad series id", lambda c: c["series"].update({"e-15": dict(c["series"]["e1"])}), ["series", "e-15"]),
+    (
+        "unknown judge backend",
+        lambda c: c.update(judge={"backend": "gpt4"}),
+        ["judge.backend", '"gpt4"', "openai", "reference"],
+    ),
+    (
+        "openai judge without an endpoint",
+        lambda c: c.update(judge={"backend": "openai", "model": "m"}),
+        ["judge.base_url", "needs a base_url", "backend: reference"],
+    ),
+    (
+        "openai panel member without a model",
+        lambda c: c.update(
+            judge={"panel": {"members": [{"name": "a", "backend": "openai", "base_url": "http://h/v1"}]}}
+        ),
+        ["judge.panel.members[0].model", "needs a model"],
+    ),
+    (
+        "a key in config instead of the name of its variable",
+        lambda c: c.update(judge={"api_key": "sk-abc"}),
+        ["judge", "api_key", "allowed keys", "api_key_env"],
+    ),
+    (
+        "unknown panel combination",
+        lambda c: c.update(judge={"panel": {"combine": "vote"}}),
+        ["judge.panel.combine", '"vote"', "majority", "mean"],
+    ),
+    (
+        "unknown judge template",
+        lambda c: c.update(judge={"template": "judge_nope"}),
+        ["judge.template", "'judge_nope'", "judge_equivalence"],
+    ),
+    (
+        "r1v format weight above 1",
+        lambda c: c["series"]["e1"].update(reward={"name": "r1v", "format_weight": 2}),
+        ["series.e1.reward.format_weight", "2", "maximum"],
+    ),
 ]
 
 
@@ -221,3 +258,26 @@ def test_schema_in_package_is_the_workflow_schema():
 
     packaged = resources.files("chartrl").joinpath("schemas/config.schema.yaml").read_text()
     assert packaged == (REPO / "workflow/schemas/config.schema.yaml").read_text()
+
+
+def test_judge_defaults_are_offline_and_members_inherit():
+    config = load_config(root=REPO)
+    judge = config.judge
+    assert judge.backend == "reference" and judge.cache_path == "results/judge_cache.sqlite"
+    assert [m.name for m in judge.panel.members] == ["exact", "tolerant", "relaxed"]
+    tolerant = judge.member(judge.panel.members[1])
+    # a member sets what differs and inherits the rest; the config itself is untouched
+    assert (tolerant.numeric_tolerance, tolerant.string_match, tolerant.max_response_chars) == (0.01, "token_set", 1000)
+    assert judge.numeric_tolerance == 0.0
+    assert type(judge).from_dict(judge.to_dict()) == judge
+
+
+def test_gpu_overlay_points_the_judge_at_an_openai_endpoint_by_key_name():
+    judge = load_config([REPO / "config/gpu.yaml"], root=REPO).judge
+    assert judge.backend == "openai" and judge.base_url.startswith("https://")
+    assert judge.api_key_env == "OPENROUTER_API_KEY"
+    members = [judge.member(m) for m in judge.panel.members]
+    assert {m.backend for m in members} == {"openai"} and {m.template for m in members} == {
+        "judge_equivalence",
+        "judge_strict",
+    }

@@ -13,6 +13,7 @@ live on these objects; nothing is written back into the dict, so the config that
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -96,18 +97,18 @@ def _key_path(path: Sequence[Any]) -> str:
     return ".".join(str(part) for part in path) or "<top level>"
 
 
-def _describe_error(error: jsonschema.ValidationError) -> str:
+def _describe_error(error: jsonschema.ValidationError, prefix: Sequence[str] = ()) -> str:
     """One line per schema error: the key, the bad value, what is allowed (and, for a key that takes one of
-    several forms, the key's own description)."""
-    message = _describe_leaf(error)
+    several forms, the key's own description). ``prefix`` names where a validated fragment sits."""
+    message = _describe_leaf(error, prefix)
     parent = error.parent
     if parent is not None and parent.validator in {"oneOf", "anyOf"} and "description" in parent.schema:
         message += f" ({parent.schema['description']})"
     return message
 
 
-def _describe_leaf(error: jsonschema.ValidationError) -> str:
-    key = _key_path(error.absolute_path)
+def _describe_leaf(error: jsonschema.ValidationError, prefix: Sequence[str] = ()) -> str:
+    key = _key_path([*prefix, *error.absolute_path])
     value = json.dumps(error.instance, default=str)
     if len(value) > 80:
         value = value[:77] + "..."
@@ -148,16 +149,28 @@ def _leaf_errors(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschem
     return leaves
 
 
+def _validate(instance: Mapping[str, Any], schema: Mapping[str, Any], prefix: Sequence[str] = ()) -> dict[str, Any]:
+    resolved = copy.deepcopy(dict(instance))
+    validator = _default_filling_validator()(schema)
+    errors = sorted(_leaf_errors(validator.iter_errors(resolved)), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = sorted({_describe_error(e, prefix) for e in errors})
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    return resolved
+
+
 def validate_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Validate against the schema and return a copy with every default filled; raise ConfigError listing
     every problem found."""
-    resolved = copy.deepcopy(dict(raw))
-    validator = _default_filling_validator()(config_schema())
-    errors = sorted(_leaf_errors(validator.iter_errors(resolved)), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = sorted({_describe_error(e) for e in errors})
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
-    return resolved
+    return _validate(raw, config_schema())
+
+
+def validate_fragment(instance: Mapping[str, Any], definition: str, key: str) -> dict[str, Any]:
+    """Validate one section against ``$defs/<definition>`` of the schema (defaults filled), naming keys as
+    ``<key>.<...>`` in errors: for sections that arrive on their own (a reward given on the command line, the
+    judge settings handed to a verl reward worker)."""
+    defs = config_schema()["$defs"]
+    return _validate(instance, {"$defs": defs, **defs[definition]}, prefix=key.split("."))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -219,6 +232,96 @@ class RewardSpec:
     """The reward's parameters, defaults filled."""
 
 
+def parse_reward_spec(spec: Mapping[str, Any], key: str = "reward") -> RewardSpec:
+    """A reward given on its own (``{"name": ..., <params>}``), validated against the schema's reward definition
+    with its defaults filled."""
+    resolved = validate_fragment(spec, "reward", key)
+    name = resolved.pop("name")
+    return RewardSpec(name=name, params=_frozen(resolved))
+
+
+JUDGE_IDENTITY_KEYS = (
+    "backend",
+    "model",
+    "base_url",
+    "api_key_env",
+    "template",
+    "json_mode",
+    "temperature",
+    "max_tokens",
+    "numeric_tolerance",
+    "string_match",
+)
+"""The judge keys a panel member may set (``$defs/judge_identity`` of the schema)."""
+
+
+@dataclass(frozen=True)
+class PanelMember:
+    name: str
+    """The member's name; its verdicts are shown and logged under it."""
+    overrides: Mapping[str, Any]
+    """The judge keys this member sets; every other key comes from the top-level judge settings."""
+
+
+@dataclass(frozen=True)
+class PanelConfig:
+    combine: str
+    """``majority`` (ties are incorrect) or ``mean``."""
+    members: tuple[PanelMember, ...]
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """The ``judge:`` section (documentation and defaults: ``$defs/judge`` of the schema)."""
+
+    backend: str
+    """``reference`` (offline answer equivalence, not an LLM) or ``openai`` (OpenAI-compatible endpoint)."""
+    model: str | None
+    base_url: str | None
+    api_key_env: str
+    """The NAME of the environment variable with the key (never the key)."""
+    template: str
+    """Judge prompt template name (src/chartrl/prompts/<template>.jinja)."""
+    json_mode: str
+    temperature: float
+    max_tokens: int
+    numeric_tolerance: float
+    string_match: str
+    max_response_chars: int
+    max_concurrency: int
+    max_retries: int
+    backoff_initial_s: float
+    backoff_max_s: float
+    timeout_s: float
+    cache_path: str | None
+    panel: PanelConfig
+
+    def member(self, member: PanelMember) -> JudgeConfig:
+        """The full settings of one panel member: the top-level settings with the member's keys replaced (a
+        derived object; the config itself is not changed)."""
+        return dataclasses.replace(self, **member.overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as it runs (the form :meth:`from_dict` and a verl reward worker read)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "panel"}
+        data["panel"] = {
+            "combine": self.panel.combine,
+            "members": [{"name": m.name, **to_plain(m.overrides)} for m in self.panel.members],
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, section: Mapping[str, Any]) -> JudgeConfig:
+        """Validate a ``judge:`` section (defaults filled) and return its typed view."""
+        resolved = validate_fragment(section, "judge", "judge")
+        panel = resolved.pop("panel")
+        members = tuple(
+            PanelMember(name=m["name"], overrides=_frozen({k: v for k, v in m.items() if k != "name"}))
+            for m in panel["members"]
+        )
+        return cls(**resolved, panel=PanelConfig(combine=panel["combine"], members=members))
+
+
 @dataclass(frozen=True)
 class TrainSeries:
     id: str
@@ -258,6 +361,7 @@ class Config:
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
     samples_in_card: int
+    judge: JudgeConfig
 
     @property
     def train_series(self) -> list[TrainSeries]:
@@ -391,8 +495,35 @@ def _cross_check(config: Config) -> None:
                 f"config key 'datasets.{name}.min_categories': value {opts['min_categories']} is larger than "
                 f"max_categories ({opts['max_categories']}); make min_categories <= max_categories"
             )
+    problems += judge_problems(config.judge)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def judge_problems(judge: JudgeConfig) -> list[str]:
+    """What the schema cannot check about the judge: an ``openai`` judge (top level or panel member) needs a
+    base_url and a model, and every template must exist."""
+    from chartrl.prompts import template_names
+
+    problems = []
+    templates = template_names()
+    judges = [("judge", judge)] + [
+        (f"judge.panel.members[{i}]", judge.member(m)) for i, m in enumerate(judge.panel.members)
+    ]
+    for key, settings in judges:
+        if settings.backend == "openai":
+            for needed, example in (("base_url", "http://localhost:8000/v1"), ("model", "Qwen/Qwen2.5-7B-Instruct")):
+                if not getattr(settings, needed):
+                    problems.append(
+                        f"config key '{key}.{needed}': the openai judge backend needs a {needed} "
+                        f"(e.g. {example}); set it, or use backend: reference"
+                    )
+        if settings.template not in templates:
+            problems.append(
+                f"config key '{key}.template': value '{settings.template}' names no prompt template; "
+                f"templates: {', '.join(templates)} (src/chartrl/prompts/<name>.jinja)"
+            )
+    return problems
 
 
 def parse_config(raw: Mapping[str, Any]) -> Config:
@@ -411,6 +542,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         series=MappingProxyType({sid: _series(sid, section, resolved) for sid, section in resolved["series"].items()}),
         extra_datasets=tuple(resolved["extra_datasets"]),
         samples_in_card=shared["samples_in_card"],
+        judge=JudgeConfig.from_dict(resolved["judge"]),
     )
     _cross_check(config)
     return config

@@ -1,0 +1,122 @@
+"""How each reward turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``: pure
+per-item functions, so every definition in ../shared/design.md ("Reward definitions") reads in a few lines and
+the property tests call them directly.
+
+Part names are stable per reward (``PARTS``); the trainer logs each as ``reward/<part>``. In the shaped rewards
+the parts are the *contributions* to ``overall`` (a term times its delta, after gating), so ``overall`` is their
+sum plus the accuracy, and a switched-off term reads 0. ``judge_failure`` is a flag (1 when the judge gave no
+verdict and the rule accuracy stood in), not a contribution.
+
+Bounds (``d_*`` the deltas, ``b`` the tool bonus; property-tested):
+
+| reward | overall in |
+|---|---|
+| v1_rule, v1_judge, multiple_choice | [0, 1 + b] |
+| r1v | [0, 1 + b] |
+| v2_shaped, v3_gra | [-(d_format + d_length + d_tool), 1 + d_format + d_tool + b] |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mathruler.grader import grade_answer
+
+from chartrl.rewards.answers import extract_answer, extract_choice
+from chartrl.rewards.inputs import RewardInput
+from chartrl.rewards.terms import conditional_tool_bonus, format_term, length_term, tool_term
+
+Parts = dict[str, float]
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "v1_rule": ("overall", "accuracy", "tool_bonus"),
+    "v1_judge": ("overall", "accuracy", "tool_bonus", "judge_failure"),
+    "v2_shaped": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
+    "v3_gra": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
+    "r1v": ("overall", "accuracy", "format", "tool_bonus"),
+    "multiple_choice": ("overall", "accuracy", "format", "tool_bonus"),
+}
+
+
+def accuracy_only(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
+    """v1_rule and v1_judge: overall = accuracy (+ the conditional tool bonus, off by default)."""
+    bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
+    return {"overall": accuracy + bonus, "accuracy": accuracy, "tool_bonus": bonus, "judge_failure": judge_failure}
+
+
+def shaping_contributions(item: RewardInput, params: Mapping[str, Any]) -> dict[str, float]:
+    """Each shaping term times its delta (a delta of 0 gives exactly 0, whatever the term)."""
+    return {
+        "format": params["d_format"] * format_term(item.response) if params["d_format"] else 0.0,
+        "length": (
+            params["d_length"] * length_term(item.response_tokens, params["length_budget"], params["length_ramp"])
+            if params["d_length"]
+            else 0.0
+        ),
+        "tool": params["d_tool"] * tool_term(item.tool_outcome) if params["d_tool"] else 0.0,
+    }
+
+
+def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
+    """overall = accuracy + d_format * format_term + d_length * length_term + d_tool * tool_term (+ tool bonus)."""
+    parts = shaping_contributions(item, params)
+    bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
+    overall = accuracy + sum(parts.values()) + bonus
+    return {"overall": overall, "accuracy": accuracy, **parts, "tool_bonus": bonus, "judge_failure": judge_failure}
+
+
+def v3_gra(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
+    """Gated reward aggregation: a positive contribution (a bonus) is multiplied by the accuracy, so it counts only
+    when the answer is correct (and in proportion for a panel's mean accuracy); a negative one (a penalty) always
+    counts. Hence, with the same shaping inputs, overall is non-decreasing in accuracy: a wrong answer never earns
+    more than a right one."""
+    parts = {
+        name: value * accuracy if value > 0 else value for name, value in shaping_contributions(item, params).items()
+    }
+    bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
+    overall = accuracy + sum(parts.values()) + bonus
+    return {"overall": overall, "accuracy": accuracy, **parts, "tool_bonus": bonus, "judge_failure": judge_failure}
+
+
+def r1v_format(response: str) -> float:
+    """EasyR1's r1v format check (examples/reward_function/r1v.py): the whole response is
+    ``<think>...</think>`` then ``<answer>...</answer>``; 1 or 0."""
+    return 1.0 if re.fullmatch(r"<think>.*?</think>\s*<answer>.*?</answer>", response, re.DOTALL) else 0.0
+
+
+def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
+    """EasyR1's r1v reward for GeoQA: overall = (1 - w) * accuracy + w * format, accuracy by mathruler's
+    ``grade_answer`` (what EasyR1 uses). One deliberate difference: without an answer tag the accuracy is 0 (the
+    design's extraction rule), where EasyR1 grades the whole response."""
+    answer = extract_answer(item.response)
+    accuracy = 1.0 if answer is not None and grade_answer(answer, item.ground_truth.strip()) else 0.0
+    form = r1v_format(item.response)
+    bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
+    weight = params["format_weight"]
+    return {
+        "overall": (1 - weight) * accuracy + weight * form + bonus,
+        "accuracy": accuracy,
+        "format": form,
+        "tool_bonus": bonus,
+    }
+
+
+def multiple_choice(item: RewardInput, params: Mapping[str, Any]) -> Parts:
+    """Multiple-choice GeoQA: accuracy 1 when the letter in the last ``\\boxed{}`` is the labelled option.
+    ``format`` (1 when the last box holds an option letter) is logged, not added."""
+    choice = extract_choice(item.response)
+    accuracy = 1.0 if choice is not None and choice == item.ground_truth.strip().upper() else 0.0
+    bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
+    return {"overall": accuracy + bonus, "accuracy": accuracy, "format": float(choice is not None), "tool_bonus": bonus}
+
+
+def bounds(name: str, params: Mapping[str, Any]) -> tuple[float, float]:
+    """The documented range of ``overall`` for reward ``name`` with ``params`` (see the module docstring)."""
+    bonus = params.get("tool_bonus", 0.0)
+    if name in ("v2_shaped", "v3_gra"):
+        return -(params["d_format"] + params["d_length"] + params["d_tool"]), 1 + params["d_format"] + params[
+            "d_tool"
+        ] + bonus
+    return 0.0, 1.0 + bonus

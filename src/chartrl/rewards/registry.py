@@ -1,0 +1,213 @@
+"""The reward registry: one name -> one definition, and :func:`get_reward` to build a callable reward from a name
+and its params (validated, defaults filled, by the config schema's reward definition).
+
+A reward is called on a batch (``reward(list_of_RewardInput) -> list[dict]``): rule rewards score item by
+item; judge-based ones (``v1_judge``; ``v2_shaped``/``v3_gra`` with ``accuracy: judge|panel``) first judge the
+whole batch concurrently through the judge object they were given, then combine. A response without an answer
+tag is not sent to the judge: its accuracy is 0 (../shared/design.md, "Answer extraction").
+
+A judge failure (no readable verdict after every retry) is counted in the ``judge_failure`` part and the item's
+accuracy falls back to the rule's relaxed accuracy, so one unreadable reply neither rewards nor punishes the
+policy as if the judge had spoken; the scorers report such items as ``judge_failure`` and leave them out of
+the accuracy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chartrl.config import JudgeConfig, parse_reward_spec
+from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
+from chartrl.rewards import combine
+from chartrl.rewards.answers import extract_answer, relaxed_accuracy
+from chartrl.rewards.inputs import RewardInput
+
+
+@dataclass(frozen=True)
+class RewardDefinition:
+    name: str
+    description: str
+    parts: tuple[str, ...]
+    accuracy_signal: Callable[[Mapping[str, Any]], str]
+    """params -> ``rule``, ``judge``, ``panel``, or ``own`` (the reward grades answers itself)."""
+    combine: Callable[..., dict[str, float]]
+    """``(accuracy, item, params, judge_failure)`` for accuracy-based rewards, ``(item, params)`` for ``own``."""
+
+
+def _rule(params: Mapping[str, Any]) -> str:
+    return "rule"
+
+
+def _judge(params: Mapping[str, Any]) -> str:
+    return "judge"
+
+
+def _configured(params: Mapping[str, Any]) -> str:
+    return params["accuracy"]
+
+
+def _own(params: Mapping[str, Any]) -> str:
+    return "own"
+
+
+_DEFINITIONS = (
+    RewardDefinition(
+        name="v1_rule",
+        description="relaxed accuracy of the final answer",
+        parts=combine.PARTS["v1_rule"],
+        accuracy_signal=_rule,
+        combine=combine.accuracy_only,
+    ),
+    RewardDefinition(
+        name="v1_judge",
+        description="judge verdict on the final answer (1 correct, 0 not)",
+        parts=combine.PARTS["v1_judge"],
+        accuracy_signal=_judge,
+        combine=combine.accuracy_only,
+    ),
+    RewardDefinition(
+        name="v2_shaped",
+        description="accuracy + format, length and tool terms, each with its own delta",
+        parts=combine.PARTS["v2_shaped"],
+        accuracy_signal=_configured,
+        combine=combine.v2_shaped,
+    ),
+    RewardDefinition(
+        name="v3_gra",
+        description="gated reward aggregation: bonuses only for correct answers, penalties always",
+        parts=combine.PARTS["v3_gra"],
+        accuracy_signal=_configured,
+        combine=combine.v3_gra,
+    ),
+    RewardDefinition(
+        name="r1v",
+        description="EasyR1 r1v: think/answer format + mathruler accuracy (GeoQA)",
+        parts=combine.PARTS["r1v"],
+        accuracy_signal=_own,
+        combine=combine.r1v,
+    ),
+    RewardDefinition(
+        name="multiple_choice",
+        description="the letter in the last \\boxed{} against the labelled option (GeoQA multiple choice)",
+        parts=combine.PARTS["multiple_choice"],
+        accuracy_signal=_own,
+        combine=combine.multiple_choice,
+    ),
+)
+REWARDS: dict[str, RewardDefinition] = {definition.name: definition for definition in _DEFINITIONS}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A batch's rewards, and the judge's verdict per item (None where no judge was asked)."""
+
+    rewards: list[dict[str, float]]
+    verdicts: list[Verdict | None]
+
+
+class Reward:
+    """A reward built by :func:`get_reward`: call it on a list of :class:`RewardInput`."""
+
+    def __init__(self, definition: RewardDefinition, params: Mapping[str, Any], judge: Judge | None):
+        self.definition, self.params, self.judge = definition, params, judge
+        self.name, self.parts = definition.name, definition.parts
+        self.accuracy_signal = definition.accuracy_signal(params)
+
+    def __repr__(self) -> str:
+        judge = f", judge={self.judge.name!r}" if self.judge is not None else ""
+        return f"Reward({self.name!r}, {dict(self.params)!r}{judge})"
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return combine.bounds(self.name, self.params)
+
+    def __call__(self, items: Sequence[RewardInput]) -> list[dict[str, float]]:
+        return self.evaluate(items).rewards
+
+    def evaluate(self, items: Sequence[RewardInput]) -> Evaluation:
+        if self.accuracy_signal == "own":
+            rewards = [self.definition.combine(item, self.params) for item in items]
+            return Evaluation([self._select(r) for r in rewards], [None] * len(items))
+        if self.accuracy_signal == "rule":
+            accuracies = [(rule_accuracy(item), 0.0) for item in items]
+            verdicts: list[Verdict | None] = [None] * len(items)
+        else:
+            accuracies, verdicts = judged_accuracies(items, self.judge)
+        rewards = [
+            self._select(self.definition.combine(accuracy, item, self.params, failure))
+            for item, (accuracy, failure) in zip(items, accuracies, strict=True)
+        ]
+        return Evaluation(rewards, verdicts)
+
+    def _select(self, parts: dict[str, float]) -> dict[str, float]:
+        return {name: float(parts[name]) for name in self.parts}
+
+
+def rule_accuracy(item: RewardInput) -> float:
+    """Relaxed accuracy of the extracted answer (0 without an answer tag)."""
+    return relaxed_accuracy(extract_answer(item.response), item.ground_truth)
+
+
+def judged_accuracies(
+    items: Sequence[RewardInput], judge: Judge
+) -> tuple[list[tuple[float, float]], list[Verdict | None]]:
+    """(accuracy, judge_failure) per item and the verdicts, judging the batch's answers concurrently."""
+    answers = [extract_answer(item.response) for item in items]
+    asked = [i for i, answer in enumerate(answers) if answer is not None]
+    batch = [JudgeItem(items[i].question, items[i].ground_truth, answers[i]) for i in asked]  # type: ignore[arg-type]
+    verdicts: list[Verdict | None] = [None] * len(items)
+    for i, verdict in zip(asked, judge_batch(judge, batch) if batch else [], strict=True):
+        verdicts[i] = verdict
+    accuracies = []
+    for item, verdict in zip(items, verdicts, strict=True):
+        if verdict is None:
+            accuracies.append((0.0, 0.0))  # no answer tag: accuracy 0, nothing asked
+        elif verdict.failed:
+            accuracies.append((rule_accuracy(item), 1.0))
+        else:
+            accuracies.append((float(verdict.score), 0.0))  # type: ignore[arg-type]  # not failed: a number
+    return accuracies, verdicts
+
+
+def reward_names() -> list[str]:
+    return sorted(REWARDS)
+
+
+def get_reward(name: str, params: Mapping[str, Any] | None = None, judge: Judge | None = None) -> Reward:
+    """The reward ``name`` with ``params`` (validated against the config schema; missing ones take their
+    defaults). Judge-based rewards need ``judge`` (``chartrl.judge.judge_for_accuracy``): a single judge or a
+    panel for ``judge``, a panel for ``panel``. Raises KeyError for an unknown name, listing the valid ones."""
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(reward_names())}")
+    spec = parse_reward_spec({"name": name, **dict(params or {})})
+    definition = REWARDS[name]
+    signal = definition.accuracy_signal(spec.params)
+    if signal in ("judge", "panel"):
+        if judge is None:
+            raise ValueError(
+                f"reward {name!r} (accuracy: {signal}) needs a judge: pass "
+                f"judge=chartrl.judge.judge_for_accuracy({signal!r}, config.judge)"
+            )
+        if signal == "panel" and not hasattr(judge, "members"):
+            raise ValueError(f"reward {name!r} has accuracy: panel but was given the single judge {judge.name!r}")
+        return Reward(definition, spec.params, judge)
+    return Reward(definition, spec.params, None)
+
+
+def accuracy_signal(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """What reward ``name`` with ``params`` grades answers with: ``rule``, ``judge``, ``panel`` or ``own``."""
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(reward_names())}")
+    return REWARDS[name].accuracy_signal(parse_reward_spec({"name": name, **dict(params or {})}).params)
+
+
+def build_reward(name: str, params: Mapping[str, Any] | None, judge_config: JudgeConfig) -> Reward:
+    """The reward with the judge it needs built from the ``judge:`` config (the single judge for ``judge``, the
+    panel for ``panel``, none otherwise): what the train and score stages, the CLI and verl workers call."""
+    from chartrl.judge import judge_for_accuracy
+
+    signal = accuracy_signal(name, params)
+    judge = judge_for_accuracy(signal, judge_config) if signal in ("judge", "panel") else None
+    return get_reward(name, params, judge=judge)

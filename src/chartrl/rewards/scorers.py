@@ -1,0 +1,115 @@
+"""Evaluation scorers, built on the training rewards (there is no second implementation): ``rule`` is v1_rule,
+``judge`` is v1_judge with the judge, ``panel`` is v1_judge with the judge panel.
+
+A scorer takes the scored items (one :class:`RewardInput` per generation) and returns::
+
+    {"aggregate": {"scorer", "accuracy", "n", "judged", "judge_failures", "tool_call_ratio", "tool_success",
+                   "by_subset": {"human": {"accuracy", "n"}, "augmented": {...}, ...}, "judge": {...}},
+     "items": [{"id", "verdict", "accuracy", "answer", "subset", "data_source", "tool_calls", "tool_outcome",
+                "judge_detail", "votes"}, ...]}
+
+- ``accuracy`` is the mean over items with a verdict; judge failures are counted (``judge_failures``) and left
+  out of it, never scored as incorrect. ``n`` counts every item.
+- ``tool_call_ratio``: the share of items with at least one tool call; ``tool_success``: the share of those whose
+  tool outcome is ``executed`` (None when no item called a tool).
+- ``judge`` describes the judge (``kind`` says "reference (not an LLM)" for the offline judge), so every place
+  that shows these verdicts can say which judge gave them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from chartrl.judge.base import Judge
+from chartrl.rewards.answers import extract_answer
+from chartrl.rewards.inputs import RewardInput
+from chartrl.rewards.registry import Reward, get_reward
+
+Scorer = Callable[..., dict[str, Any]]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    judged = [i for i in items if i["verdict"] != "judge_failure"]
+    callers = [i for i in items if i["tool_calls"] > 0]
+    subsets: dict[str, list[dict[str, Any]]] = {}
+    for item in judged:
+        subsets.setdefault(item["subset"] or "unspecified", []).append(item)
+    return {
+        "accuracy": _mean([i["accuracy"] for i in judged]),
+        "n": len(items),
+        "judged": len(judged),
+        "judge_failures": len(items) - len(judged),
+        "tool_call_ratio": _mean([float(i["tool_calls"] > 0) for i in items]),
+        "tool_success": _mean([float(i["tool_outcome"] == "executed") for i in callers]),
+        "by_subset": {
+            name: {"accuracy": _mean([i["accuracy"] for i in group]), "n": len(group)}
+            for name, group in sorted(subsets.items())
+        },
+    }
+
+
+def _score(scorer: str, reward: Reward, items: Sequence[RewardInput]) -> dict[str, Any]:
+    evaluation = reward.evaluate(items)
+    scored = []
+    for item, parts, verdict in zip(items, evaluation.rewards, evaluation.verdicts, strict=True):
+        failed = verdict is not None and verdict.failed
+        accuracy = None if failed else parts["accuracy"]
+        label = (
+            "judge_failure"
+            if failed
+            else "correct"
+            if accuracy == 1.0
+            else "incorrect"
+            if accuracy == 0.0
+            else "partial"
+        )
+        record: dict[str, Any] = {
+            "id": item.id,
+            "verdict": label,
+            "accuracy": accuracy,
+            "answer": extract_answer(item.response),
+            "subset": item.subset,
+            "data_source": item.data_source,
+            "tool_calls": item.tool_calls,
+            "tool_outcome": item.tool_outcome,
+        }
+        if reward.judge is not None:
+            record["judge_detail"] = verdict.detail if verdict is not None else "no answer tag: not judged"
+            if verdict is not None and verdict.votes:
+                record["votes"] = {name: vote.label for name, vote in verdict.votes.items()}
+        scored.append(record)
+    summary = {"scorer": scorer, **aggregate(scored)}
+    if reward.judge is not None:
+        summary["judge"] = reward.judge.describe()
+    return {"aggregate": summary, "items": scored}
+
+
+def score_rule(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
+    """Relaxed accuracy (the v1_rule reward)."""
+    return _score("rule", get_reward("v1_rule"), items)
+
+
+def score_judge(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
+    """The judge's verdicts (the v1_judge reward)."""
+    return _score("judge", get_reward("v1_judge", judge=judge), items)
+
+
+def score_panel(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
+    """The panel's combined verdicts (the v1_judge reward with a panel); ``judge`` must be a panel."""
+    if judge is not None and not hasattr(judge, "members"):
+        raise ValueError(f"the panel scorer needs a judge panel (chartrl.judge.build_panel), not {judge.name!r}")
+    return _score("panel", get_reward("v1_judge", judge=judge), items)
+
+
+SCORERS: dict[str, Scorer] = {"rule": score_rule, "judge": score_judge, "panel": score_panel}
+
+
+def get_scorer(name: str) -> Scorer:
+    if name not in SCORERS:
+        raise KeyError(f"unknown scorer {name!r}; valid scorers: {', '.join(sorted(SCORERS))}")
+    return SCORERS[name]

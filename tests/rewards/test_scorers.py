@@ -1,0 +1,66 @@
+"""The evaluation scorers: the same rewards, aggregated overall, per human/augmented split, with tool statistics and
+judge failures counted apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from chartrl.config import load_config
+from chartrl.judge import ReferenceJudge, build_panel
+from chartrl.rewards import SCORERS, RewardInput, get_scorer
+
+from conftest import REPO
+from judge_server import FailingJudge
+
+ITEMS = [
+    # id, response, truth, subset, tool outcome, tool calls
+    RewardInput("<answer>42</answer>", "42", subset="human", tool_outcome="executed", tool_calls=1, id="h1"),
+    RewardInput("<answer>45%</answer>", "45", subset="human", tool_outcome="failed", tool_calls=1, id="h2"),
+    RewardInput("no tag", "7", subset="human", id="h3"),
+    RewardInput("<answer>Italy</answer>", "italy", subset="augmented", tool_outcome="executed", tool_calls=2, id="a1"),
+]
+
+
+def test_rule_scorer_aggregates_overall_per_subset_and_tools():
+    result = get_scorer("rule")(ITEMS)
+    aggregate = result["aggregate"]
+    assert aggregate["scorer"] == "rule" and aggregate["n"] == 4 and aggregate["judge_failures"] == 0
+    assert aggregate["accuracy"] == pytest.approx(2 / 4)  # 45% vs 45 is wrong for the rule
+    assert aggregate["by_subset"] == {"augmented": {"accuracy": 1.0, "n": 1}, "human": {"accuracy": 1 / 3, "n": 3}}
+    assert aggregate["tool_call_ratio"] == pytest.approx(3 / 4)
+    assert aggregate["tool_success"] == pytest.approx(2 / 3)  # of the three tool-calling items, two executed
+    assert [i["verdict"] for i in result["items"]] == ["correct", "incorrect", "incorrect", "correct"]
+    assert [i["id"] for i in result["items"]] == ["h1", "h2", "h3", "a1"] and "judge" not in aggregate
+
+
+def test_judge_scorer_says_which_judge_and_that_it_is_not_an_llm():
+    result = get_scorer("judge")(ITEMS, judge=ReferenceJudge())
+    assert result["aggregate"]["accuracy"] == pytest.approx(3 / 4)  # the judge accepts 45% for 45
+    assert result["aggregate"]["judge"]["kind"] == "reference (not an LLM)"
+    assert result["items"][2]["judge_detail"] == "no answer tag: not judged"
+
+
+def test_panel_scorer_shows_each_vote():
+    panel = build_panel(load_config(root=REPO).judge)
+    result = get_scorer("panel")([RewardInput("<answer>42.3</answer>", "42", id="x")], judge=panel)
+    [item] = result["items"]
+    assert item["votes"] == {"exact": "incorrect", "tolerant": "correct", "relaxed": "correct"}
+    assert item["verdict"] == "correct"  # majority of 3
+    assert "reference (not an LLM)" in result["aggregate"]["judge"]["kind"]
+
+
+def test_judge_failures_are_counted_not_scored_incorrect():
+    result = get_scorer("judge")(ITEMS, judge=FailingJudge())
+    aggregate = result["aggregate"]
+    assert aggregate["judge_failures"] == 3 and aggregate["judged"] == 1  # the untagged item is simply incorrect
+    assert aggregate["accuracy"] == 0.0 and aggregate["n"] == 4
+    assert [i["verdict"] for i in result["items"]].count("judge_failure") == 3
+
+
+def test_empty_and_unknown():
+    assert get_scorer("rule")([])["aggregate"]["accuracy"] is None
+    with pytest.raises(KeyError, match="judge, panel, rule"):
+        get_scorer("vibes")
+    assert sorted(SCORERS) == ["judge", "panel", "rule"]
+    with pytest.raises(ValueError, match="panel"):
+        get_scorer("panel")(ITEMS, judge=ReferenceJudge())

@@ -1,0 +1,88 @@
+"""Every reward loads through verl's own ``get_custom_reward_fn`` (verl 0.9.1) and scores a sample, with the tool
+statistics and the question arriving through ``extra_info`` as verl passes them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from chartrl.rewards import PARTS, REWARDS, get_reward, verl_adapter
+
+from conftest import REPO
+
+ADAPTER_FILE = REPO / "src" / "chartrl" / "rewards" / "verl_adapter.py"
+SAMPLES = {
+    # reward: (params, solution_str, ground_truth, extra_info, expected score)
+    "v1_rule": ({}, "<answer>42</answer>", "42", {}, 1.0),  # right
+    "v1_judge": ({}, "<answer>45%</answer>", "45", {"question": "Share of A?"}, 1.0),  # offline judge reads %
+    "v2_shaped": (  # 1 + 0.1 format + 0.1 tool - 0.05 length, from extra_info
+        {"d_format": 0.1, "d_length": 0.1, "d_tool": 0.1},
+        "<answer>42</answer>",
+        "42",
+        {"tool_outcome": "executed", "tool_calls": np.int64(1), "response_tokens": np.int64(320)},
+        1.15,
+    ),
+    "v3_gra": (  # wrong with a tool: bonuses gated, the failed call's penalty stays
+        {"accuracy": "panel"},
+        "<answer>17</answer>",
+        "42",
+        {"tool_outcome": "failed", "tool_calls": 1, "num_turns": 4, "rollout_reward_scores": {}},
+        -0.1,
+    ),
+    "r1v": ({}, "<think>x</think><answer>\\frac{1}{2}</answer>", "0.5", {}, 1.0),  # EasyR1 form
+    "multiple_choice": ({}, "so \\boxed{C}", "C", {}, 1.0),  # boxed letter
+}
+
+
+def verl_config(name: str, params: dict, path: str = "pkg://chartrl.rewards.verl_adapter"):
+    return OmegaConf.create(
+        {
+            "reward": {
+                "custom_reward_function": {
+                    "path": path,
+                    "name": name,
+                    "reward_kwargs": {"params": params, "judge": {"backend": "reference"}},
+                }
+            }
+        }
+    )
+
+
+def test_every_reward_has_an_adapter_and_a_sample():
+    assert set(SAMPLES) == set(REWARDS)
+    assert all(callable(getattr(verl_adapter, name)) for name in REWARDS)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_get_custom_reward_fn_loads_and_scores(name):
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    params, solution, truth, extra_info, expected = SAMPLES[name]
+    fn = get_custom_reward_fn(verl_config(name, params))
+    result = fn(data_source="chartqa_human", solution_str=solution, ground_truth=truth, extra_info=extra_info)
+    assert result["score"] == pytest.approx(expected) == pytest.approx(result["overall"])
+    assert set(result) == {"score", *PARTS[name]}
+
+
+def test_loads_from_the_file_path_too():
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    fn = get_custom_reward_fn(verl_config("v1_rule", {}, path=str(ADAPTER_FILE)))
+    assert fn(data_source="x", solution_str="<answer>42</answer>", ground_truth="42")["score"] == 1.0
+
+
+def test_the_adapter_scores_as_the_reward_does():
+    from chartrl.rewards.verl_adapter import reward_input
+
+    params, solution, truth, extra_info, _ = SAMPLES["v2_shaped"]
+    direct = get_reward("v2_shaped", params)([reward_input(solution, truth, "chartqa_human", extra_info)])[0]
+    via_verl = verl_adapter.v2_shaped("chartqa_human", solution, truth, extra_info, params=params)
+    assert via_verl == {"score": direct["overall"], **direct}
+
+
+def test_unknown_names_and_bad_metadata_fail_loudly():
+    with pytest.raises(KeyError, match="multiple_choice, r1v"):
+        verl_adapter.compute_score("x", "<answer>1</answer>", "1", reward="v9")
+    with pytest.raises(ValueError, match="tool_outcome"):
+        verl_adapter.v1_rule("x", "<answer>1</answer>", "1", {"tool_outcome": "maybe"})
