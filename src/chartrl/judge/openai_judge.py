@@ -23,6 +23,7 @@ import logging
 import os
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -51,12 +52,13 @@ MALFORMED_BODY_ERRORS = (json.JSONDecodeError, openai.APIResponseValidationError
 DETAIL_CHARS = 300
 
 
-class _Unreadable(Exception):
-    """A reply came back but held no verdict (internal: retried, then counted as a failure)."""
+@dataclass(frozen=True)
+class _Outcome:
+    """What one request came to (see :meth:`OpenAIJudge._attempt`)."""
 
-    def __init__(self, reply: str):
-        super().__init__(reply[:DETAIL_CHARS])
-        self.reply = reply
+    kind: str
+    reply: str = ""
+    error: Exception | None = None
 
 
 class OpenAIJudge:
@@ -185,66 +187,66 @@ class OpenAIJudge:
     async def _ask(
         self, client: openai.AsyncOpenAI, semaphore: asyncio.Semaphore, key: str, item: JudgeItem
     ) -> Verdict:
+        """Ask until a verdict comes back, applying the retry policy to each failed attempt."""
         async with semaphore:
             attempt = 0
             while True:
-                use_json = self._json_supported
-                try:
-                    reply = await self._request(client, judge_prompt(self.template, item, use_json), use_json)
-                    correct = parse_verdict(reply)
-                    if correct is None:
-                        raise _Unreadable(reply)
-                except openai.BadRequestError as err:
-                    if use_json and self.json_mode == "auto":
-                        log.info(
-                            "judge %s: %s rejected JSON mode (%s); using a verdict line",
-                            self.name,
-                            self.base_url,
-                            err.status_code,
-                        )
-                        self._json_supported = False
-                        continue  # a capability probe, not an attempt
-                    raise self._unavailable(
-                        f"the endpoint refused the request (HTTP {err.status_code})", attempt
-                    ) from err
-                except (_Unreadable, *MALFORMED_BODY_ERRORS) as err:
-                    self.usage.unparseable += 1
-                    if attempt >= self.max_retries:
+                outcome = await self._attempt(client, item)
+                if outcome.kind in ("correct", "incorrect"):
+                    score = 1.0 if outcome.kind == "correct" else 0.0
+                    self._remember(key, item, score, outcome.reply)
+                    return Verdict(score, "request", outcome.reply[:DETAIL_CHARS])
+                if outcome.kind == "json_rejected":
+                    continue  # a capability probe, not an attempt
+                if outcome.kind == "refused":
+                    raise self._unavailable(_describe(outcome.error), attempt) from outcome.error
+                if attempt >= self.max_retries:
+                    if outcome.kind == "unreadable":
                         self.usage.failures += 1
-                        log.warning("judge %s: no readable verdict after %d attempts: %s", self.name, attempt + 1, err)
-                        return Verdict(None, "failure", f"unreadable reply: {str(err)[:DETAIL_CHARS]}")
-                except TRANSIENT_ERRORS as err:
-                    if attempt >= self.max_retries:
-                        raise self._unavailable(_describe(err), attempt) from err
-                    await asyncio.sleep(self._backoff(attempt, err))
-                    attempt += 1
-                    self.usage.retries += 1
-                    continue
-                except openai.APIStatusError as err:
-                    if err.status_code in RETRYABLE_STATUS and attempt < self.max_retries:
-                        await asyncio.sleep(self._backoff(attempt, err))
-                        attempt += 1
-                        self.usage.retries += 1
-                        continue
-                    raise self._unavailable(_describe(err), attempt) from err
-                else:
-                    score = 1.0 if correct else 0.0
-                    self.cache.put(
-                        key,
-                        score,
-                        backend=self.backend,
-                        model=self.model,
-                        template_digest=self.template_digest,
-                        question=item.question,
-                        reference=item.reference,
-                        response=item.response,
-                        reply=reply,
-                    )
-                    return Verdict(score, "request", reply[:DETAIL_CHARS])
-                # an unreadable reply: back off and ask again
-                await asyncio.sleep(self._backoff(attempt, None))
+                        log.warning("judge %s: no readable verdict after %d attempts", self.name, attempt + 1)
+                        return Verdict(None, "failure", f"unreadable reply: {outcome.reply[:DETAIL_CHARS]}")
+                    raise self._unavailable(_describe(outcome.error), attempt) from outcome.error
+                await asyncio.sleep(self._backoff(attempt, outcome.error))
                 attempt += 1
                 self.usage.retries += 1
+
+    async def _attempt(self, client: openai.AsyncOpenAI, item: JudgeItem) -> _Outcome:
+        """One request, classified: ``correct``/``incorrect`` (a verdict), ``unreadable`` (retry, then a failure),
+        ``transient`` (retry, then JudgeUnavailable), ``refused`` (JudgeUnavailable now), ``json_rejected``."""
+        use_json = self._json_supported
+        try:
+            reply = await self._request(client, judge_prompt(self.template, item, use_json), use_json)
+        except openai.BadRequestError as err:
+            if use_json and self.json_mode == "auto":
+                log.info("judge %s: %s rejected JSON mode; using a verdict line", self.name, self.base_url)
+                self._json_supported = False
+                return _Outcome("json_rejected", error=err)
+            return _Outcome("refused", error=err)
+        except MALFORMED_BODY_ERRORS as err:
+            self.usage.unparseable += 1
+            return _Outcome("unreadable", reply=f"malformed response body ({type(err).__name__})", error=err)
+        except TRANSIENT_ERRORS as err:
+            return _Outcome("transient", error=err)
+        except openai.APIStatusError as err:
+            return _Outcome("transient" if err.status_code in RETRYABLE_STATUS else "refused", error=err)
+        correct = parse_verdict(reply)
+        if correct is None:
+            self.usage.unparseable += 1
+            return _Outcome("unreadable", reply=reply)
+        return _Outcome("correct" if correct else "incorrect", reply=reply)
+
+    def _remember(self, key: str, item: JudgeItem, score: float, reply: str) -> None:
+        self.cache.put(
+            key,
+            score,
+            backend=self.backend,
+            model=self.model,
+            template_digest=self.template_digest,
+            question=item.question,
+            reference=item.reference,
+            response=item.response,
+            reply=reply,
+        )
 
     async def _request(self, client: openai.AsyncOpenAI, prompt: str, use_json: bool) -> str:
         extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if use_json else {}
