@@ -16,6 +16,8 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/model.smk"
+include: "rules/train.smk"
 
 
 rule all:

@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from chartrl.config import parse_config
+from chartrl.config import parse_config, to_plain
 from chartrl.data.sources import source_of, split_spec
 
 REPO_ROOT = Path(workflow.basedir)
@@ -15,6 +15,7 @@ CFG = parse_config(config)
 wildcard_constraints:
     dataset="[A-Za-z][A-Za-z0-9_]*",
     split="train|val|test",
+    series="|".join(s.id for s in CFG.series.values()),
 
 
 def package_sources(*parts):
@@ -28,6 +29,15 @@ def package_sources(*parts):
 
 
 DATA_CODE = package_sources("data", "config.py", "files.py", "progress.py", "tracking.py")
+MODEL_CODE = package_sources("model", "rollout", "tools", "prompts", "config.py", "files.py", "tracking.py")
+TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge")
+TRAIN_SERIES = [s.id for s in CFG.train_series]
+TRAIN_DATASET = CFG.resolved["train"]["dataset"]
+
+
+def config_slice(*sections):
+    """The resolved config sections a job depends on, as JSON (its params: a change elsewhere does not rerun it)."""
+    return json.dumps({name: to_plain(CFG.resolved[name]) for name in sections}, sort_keys=True)
 
 
 def dataset_config(name):
@@ -68,5 +78,35 @@ def data_targets():
     return targets
 
 
+def model_targets():
+    """The embedded default builds and warm-starts its own model; a config with model.path uses that model."""
+    if CFG.model.path is not None:
+        return []
+    return ["results/models/base", "results/models/warmstart_gallery.png"]
+
+
+def policy_model(wildcards):
+    """The model every train series starts from: the warm-started tiny model, or model.path."""
+    return "results/models/base" if CFG.model.path is None else []
+
+
+def series_split(series, split):
+    return f"results/data/{CFG.series[series].dataset}/{split}.parquet"
+
+
+def train_job_spec(wildcards):
+    """What one train job depends on: its series (with its id) and the sections training reads."""
+    series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
+    sections = {name: to_plain(CFG.resolved[name]) for name in ("train", "rollout", "prompts", "tools", "judge")}
+    return json.dumps({"series": series, **sections}, sort_keys=True)
+
+
+def train_targets():
+    """Local backend only; the verl backend's training arrives with the verl stage."""
+    if CFG.backend != "local":
+        return []
+    return [f"results/runs/{series}/run.json" for series in TRAIN_SERIES]
+
+
 def all_targets():
-    return data_targets()
+    return data_targets() + model_targets() + train_targets()

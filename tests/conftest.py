@@ -85,3 +85,57 @@ def copy_chartqa_layout(dest: Path, charts: list[str] | None = None) -> Path:
             shutil.copy(png, test_dir / "png" / png.name)
     shutil.copy(CHARTQA_REAL / "test" / "refocus_chartqa_vcot_test.jsonl", test_dir)
     return dest
+
+
+@pytest.fixture(scope="session")
+def synth_rows():
+    """A few synthetic charts of every style (train and val splits), rendered for real."""
+    from chartrl.data.stage import collect_split
+
+    dataset = dataset_from(
+        {"source": "synthchart", "seed": 3, "splits": {"train": 24, "val": 8}, "questions_per_chart": 3}, name="synth"
+    )
+    return {split: collect_split(dataset, split, root=Path("."))[0] for split in ("train", "val")}
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """The tiny Qwen2.5-VL built by the real builder (random weights, seeded)."""
+    from chartrl.config import load_config
+    from chartrl.model.tiny import build_tiny_model
+
+    config = load_config(root=REPO)
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    build_tiny_model(out, config.model, list(config.tools.names))
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tiny_model_dir):
+    from chartrl.model.policy import load_policy
+
+    return load_policy(tiny_model_dir, threads=2)
+
+
+@pytest.fixture(scope="session")
+def default_config():
+    from chartrl.config import load_config
+
+    return load_config(root=REPO)
+
+
+@pytest.fixture(scope="session")
+def warm_model_dir(tiny_model_dir, synth_rows, default_config, tmp_path_factory):
+    """The tiny model after a short warm start: it answers in the format, with some variety when sampled."""
+    import dataclasses
+
+    from chartrl.model.policy import load_policy
+    from chartrl.model.warmstart import train_warmstart
+
+    policy = load_policy(tiny_model_dir, threads=2, train=True)
+    cfg = dataclasses.replace(default_config.warmstart, steps=24, batch_size=4, warmup_steps=4, lr=3e-3)
+    train_warmstart(policy, synth_rows["train"], cfg, default_config.prompts, default_config.tools)
+    out = tmp_path_factory.mktemp("models") / "warm"
+    policy.model.save_pretrained(out)
+    policy.processor.save_pretrained(out)
+    return out

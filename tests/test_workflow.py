@@ -14,6 +14,8 @@ from synth_answers import expected_answer
 
 pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
+TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
+TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
 
 
 @pytest.mark.parametrize(
@@ -72,13 +74,34 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     assert cards["chartqa_sample"]["splits"]["test"]["rows"] == 124
     assert cards["chartqa_sample"]["splits"]["test"]["bbox_coverage"]["bar_charts_with_boxes"] == 30
     assert (smoke_run / "results/data/synthchart/samples.png").stat().st_size > 10_000
+    check = json.loads((smoke_run / "results/models/base/warmstart.json").read_text())
+    assert check["rows"] == 6 and set(check) >= {
+        "with_tools",
+        "with_tools_shuffled_images",
+        "no_tool",
+        "no_tool_shuffled_images",
+    }
+    assert (smoke_run / "results/models/warmstart_gallery.png").stat().st_size > 10_000
 
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert set(runs) == {"synthchart/data", "chartqa_sample/data"}
+    assert set(runs) == {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {
+        f"{s}/train" for s in TRAIN_SERIES
+    }
+    e10 = runs["e10/train"].data
+    assert e10.tags["algorithm"] == "drgrpo" and e10.tags["reward"] == "v3_gra" and e10.tags["tools"] == "true"
+    assert e10.params["series.algorithm"] == "drgrpo" and "reward/overall" in e10.metrics
+    for series in TRAIN_SERIES:
+        run = json.loads((smoke_run / f"results/runs/{series}/run.json").read_text())
+        assert run["last_step"] == 4 and (smoke_run / run["checkpoints"]["last"]).is_dir()  # relative to the workdir
+        lines = (smoke_run / f"results/runs/{series}/metrics.jsonl").read_text().splitlines()
+        assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3, 4]
+    warm = runs["base/warmstart"]
+    assert warm.data.params["warmstart.steps"] == "8" and "after_warmstart/with_tools/answer_rate" in warm.data.metrics
+    assert len(client.get_metric_history(warm.info.run_id, "warmstart/loss")) == 8
     run = runs["synthchart/data"]
     assert run.data.tags["stage"] == "data" and run.data.params["options.splits.train"] == "24"
     assert run.data.metrics["train/rows"] == 48
@@ -94,18 +117,61 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
     reseed = tmp_path / "reseed.yaml"
     reseed.write_text("datasets:\n  synthchart:\n    seed: 1\n")
     jobs = _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reseed)).stdout)
-    assert jobs == {
-        ("data_split", "dataset=synthchart, split=train"),
-        ("data_split", "dataset=synthchart, split=val"),
-        ("data_split", "dataset=synthchart, split=test"),
-        ("data_card", "dataset=synthchart"),
-        ("all", ""),
-    }
+    assert (
+        jobs
+        == {
+            ("data_split", "dataset=synthchart, split=train"),
+            ("data_split", "dataset=synthchart, split=val"),
+            ("data_split", "dataset=synthchart, split=test"),
+            ("data_card", "dataset=synthchart"),
+            ("warmstart", ""),  # trained on synthchart's train split
+            ("all", ""),
+        }
+        | TRAIN_JOBS
+    )
     # growing the train split reruns only the train split (and the card): test and val do not depend on it
     grow = tmp_path / "grow.yaml"
     grow.write_text("datasets:\n  synthchart:\n    splits: {train: 30, val: 6, test: 8}\n")
     jobs = _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(grow)).stdout)
-    assert jobs == {("data_split", "dataset=synthchart, split=train"), ("data_card", "dataset=synthchart"), ("all", "")}
+    assert (
+        jobs
+        == {
+            ("data_split", "dataset=synthchart, split=train"),
+            ("data_card", "dataset=synthchart"),
+            ("warmstart", ""),
+            ("all", ""),
+        }
+        | TRAIN_JOBS
+    )
+    # a warm-start setting reruns the warm start only; a tiny-model size rebuilds the model and the warm start
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("warmstart:\n  steps: 9\n")
+    assert (
+        _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(steps)).stdout)
+        == {
+            ("warmstart", ""),
+            ("all", ""),
+        }
+        | TRAIN_JOBS
+    )
+    size = tmp_path / "size.yaml"
+    size.write_text("model:\n  tiny:\n    hidden_size: 64\n")
+    assert (
+        _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(size)).stdout)
+        == {
+            ("base_model", ""),
+            ("warmstart", ""),
+            ("all", ""),
+        }
+        | TRAIN_JOBS
+    )
+    # one series' reward parameter retrains that series only
+    reward = tmp_path / "reward.yaml"
+    reward.write_text("series:\n  e6:\n    reward: {name: v2_shaped, d_length: 0.3}\n")
+    assert _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reward)).stdout) == {
+        ("train", "series=e6"),
+        ("all", ""),
+    }
 
 
 @pytest.mark.parametrize(

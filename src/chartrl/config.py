@@ -173,6 +173,15 @@ def validate_fragment(instance: Mapping[str, Any], definition: str, key: str) ->
     return _validate(instance, {"$defs": defs, **defs[definition]}, prefix=key.split("."))
 
 
+def validate_section(name: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Validate one top-level section (``model``, ``tools``, ...) alone, defaults filled: what a job that was
+    handed only its slice of the config (or nothing) runs with."""
+    schema = config_schema()
+    if name not in schema["properties"]:
+        raise KeyError(f"unknown config section {name!r}; known: {', '.join(sorted(schema['properties']))}")
+    return _validate(data or {}, {"$defs": schema["$defs"], **schema["properties"][name]}, prefix=[name])
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Typed views
 # --------------------------------------------------------------------------------------------------------------
@@ -350,18 +359,132 @@ class EvalSeries:
 
 
 @dataclass(frozen=True)
+class TinyModelConfig:
+    """Sizes of the embedded default's tiny Qwen2.5-VL (documented in the schema under model.tiny)."""
+
+    seed: int
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vision_depth: int
+    vision_hidden_size: int
+    vision_intermediate_size: int
+    vision_num_heads: int
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    path: str | None
+    """A pretrained Qwen2.5-VL (folder or hub id); None builds the tiny model."""
+    tiny: TinyModelConfig
+    min_pixels: int
+    max_pixels: int
+    """Image processor bounds: at most max_pixels / 784 image tokens per image."""
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    tool_template: str
+    no_tool_template: str
+    list_labels: bool
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    names: tuple[str, ...]
+    max_calls_per_turn: int
+    max_tool_turns: int
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class WarmstartConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    grad_clip: float
+    seed: int
+    tool_rate: float
+    correct_label_rate: float
+    no_tool_rate: float
+    eval_rows: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    enabled: bool
+    r: int
+    alpha: int
+    dropout: float
+    target_modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The local trainer's settings (schema: train)."""
+
+    dataset: str
+    steps: int
+    prompts_per_step: int
+    lr: float
+    weight_decay: float
+    clip_ratio: float
+    kl_coef: float
+    ppo_epochs: int
+    micro_batch_size: int
+    grad_clip: float
+    exclude_degenerate: bool
+    val_every: int
+    val_rows: int
+    checkpoint_every: int
+    keep_last: int
+    seed: int
+    threads: int
+    lora: LoraSettings
+
+
+def train_config(section: Mapping[str, Any]) -> TrainConfig:
+    lora = section["lora"]
+    return TrainConfig(**{**section, "lora": LoraSettings(**{**lora, "target_modules": tuple(lora["target_modules"])})})
+
+
+@dataclass(frozen=True)
 class Config:
     resolved: Mapping[str, Any]
     """The validated config with defaults filled (read-only)."""
     mlflow: MlflowSettings
     backend: str
     launcher: str
-    model_path: str | None
+    model: ModelConfig
+    prompts: PromptConfig
+    tools: ToolsConfig
+    rollout: RolloutConfig
+    warmstart: WarmstartConfig
+    train: TrainConfig
     datasets: Mapping[str, DatasetConfig]
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
     samples_in_card: int
     judge: JudgeConfig
+
+    @property
+    def model_path(self) -> str | None:
+        return self.model.path
 
     @property
     def train_series(self) -> list[TrainSeries]:
@@ -382,6 +505,19 @@ class Config:
         for name in self.extra_datasets:
             wanted.setdefault(name, set()).update(self.datasets[name].splits)
         return {name: tuple(s for s in SPLITS if s in wanted[name]) for name in self.datasets if name in wanted}
+
+
+def model_config(section: Mapping[str, Any]) -> ModelConfig:
+    return ModelConfig(
+        path=section["path"],
+        tiny=TinyModelConfig(**section["tiny"]),
+        min_pixels=section["min_pixels"],
+        max_pixels=section["max_pixels"],
+    )
+
+
+def tools_config(section: Mapping[str, Any]) -> ToolsConfig:
+    return ToolsConfig(**{**section, "names": tuple(section["names"])})
 
 
 def _frozen(value: Any) -> Any:
@@ -496,8 +632,21 @@ def _cross_check(config: Config) -> None:
                 f"max_categories ({opts['max_categories']}); make min_categories <= max_categories"
             )
     problems += judge_problems(config.judge)
+    problems += prompt_problems(config.prompts)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def prompt_problems(prompts: PromptConfig) -> list[str]:
+    from chartrl.prompts import template_names
+
+    known = template_names()
+    return [
+        f"config key 'prompts.{key}': template '{name}' does not exist; known templates: {', '.join(known)} "
+        "(src/chartrl/prompts/<name>.jinja)"
+        for key, name in (("tool_template", prompts.tool_template), ("no_tool_template", prompts.no_tool_template))
+        if name not in known
+    ]
 
 
 def judge_problems(judge: JudgeConfig) -> list[str]:
@@ -535,7 +684,12 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         mlflow=MlflowSettings(**resolved["mlflow"]),
         backend=resolved["backend"],
         launcher=resolved["launcher"],
-        model_path=resolved["model"]["path"],
+        model=model_config(resolved["model"]),
+        prompts=PromptConfig(**resolved["prompts"]),
+        tools=tools_config(resolved["tools"]),
+        rollout=RolloutConfig(**resolved["rollout"]),
+        warmstart=WarmstartConfig(**resolved["warmstart"]),
+        train=train_config(resolved["train"]),
         datasets=MappingProxyType(
             {name: _dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
         ),

@@ -114,14 +114,17 @@ def experiment_id(client, settings: MlflowSettings) -> str:
 
 
 class StageRun:
-    """A handle on one MLflow run: batched metrics, artifacts."""
+    """A handle on one MLflow run: batched metrics (steps at or below ``skip_through`` are not logged again,
+    so a resumed job never logs a step twice), artifacts, the end status."""
 
-    def __init__(self, client, run_id: str):
-        self.client, self.run_id = client, run_id
+    def __init__(self, client, run_id: str, skip_through: int = -1):
+        self.client, self.run_id, self.skip_through = client, run_id, skip_through
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
 
+        if step <= self.skip_through:
+            return
         now = int(time.time() * 1000)
         batch = [Metric(key, float(value), now, step) for key, value in metrics.items()]
         for start in range(0, len(batch), 1000):  # MLflow accepts at most 1000 metrics per batch
@@ -129,6 +132,9 @@ class StageRun:
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status)
 
 
 def find_runs(client, experiment: str, run_name: str, include_superseded: bool = False) -> list:
@@ -138,12 +144,9 @@ def find_runs(client, experiment: str, run_name: str, include_superseded: bool =
     return [r for r in runs if r.data.tags.get(SUPERSEDED_TAG) != "true"]
 
 
-@contextmanager
-def stage_run(
-    settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]
-) -> Iterator[StageRun]:
-    """Start a fresh run for ``run_name`` (superseding older ones), log tags and flattened params once, and end
-    it FINISHED, or FAILED if the body raises."""
+def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> StageRun:
+    """A fresh run for ``run_name`` (older runs of that name are tagged superseded), tags and flattened params
+    logged once."""
     flat_params = flatten(params)
     str_tags = {k: str(v) for k, v in tags.items()}
     refuse_secrets({**flat_params, **str_tags})
@@ -161,9 +164,29 @@ def stage_run(
     for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
         client.log_batch(run_id, params=items[start : start + 100])
     log.info("MLflow run %s (%s) in experiment %s at %s", run_name, run_id, settings.experiment, settings.tracking_uri)
+    return StageRun(client, run_id)
+
+
+def resume_run(settings: MlflowSettings, run_id: str, progress_key: str) -> StageRun:
+    """Reopen ``run_id``; steps already logged for ``progress_key`` (a metric every step logs) are skipped."""
+    client = _client(settings)
+    history = client.get_metric_history(run_id, progress_key)
+    last = max((m.step for m in history), default=-1)
+    client.update_run(run_id, status="RUNNING")
+    log.info("MLflow run %s resumed; steps up to %d were logged before", run_id, last)
+    return StageRun(client, run_id, skip_through=last)
+
+
+@contextmanager
+def stage_run(
+    settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]
+) -> Iterator[StageRun]:
+    """Start a fresh run for ``run_name`` (superseding older ones) and end it FINISHED, or FAILED if the body
+    raises."""
+    run = start_run(settings, run_name, tags, params)
     try:
-        yield StageRun(client, run_id)
+        yield run
     except BaseException:
-        client.set_terminated(run_id, "FAILED")
+        run.finish("FAILED")
         raise
-    client.set_terminated(run_id, "FINISHED")
+    run.finish("FINISHED")

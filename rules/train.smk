@@ -1,0 +1,29 @@
+# The train stage: one job per train series (e1, e2, e3, e6, e7, e10, e11, e12), differing only by config.
+# Local backend: chartrl's GRPO / Dr.GRPO trainer. Checkpoints live in results/runs/{series}/checkpoints/ (not
+# outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written last.
+
+
+rule train:
+    input:
+        model=policy_model,
+        train=lambda wildcards: series_split(wildcards.series, "train"),
+        val=lambda wildcards: series_split(wildcards.series, "val"),
+        code=TRAIN_CODE,
+    output:
+        run="results/runs/{series}/run.json",
+        metrics="results/runs/{series}/metrics.jsonl",
+    params:
+        spec=train_job_spec,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    threads: CFG.train.threads
+    log:
+        "results/logs/train/{series}.log",
+    benchmark:
+        "results/benchmarks/train/{series}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q} --val {input.val:q}"
+        " --out results/runs/{wildcards.series} --tracking-uri {params.tracking_uri:q}"
+        " --experiment {params.experiment:q} > {log:q} 2>&1"

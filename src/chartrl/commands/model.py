@@ -1,0 +1,122 @@
+"""``chartrl model tiny`` and ``chartrl warmstart``: the embedded default's base model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import (
+    MlflowSettings,
+    PromptConfig,
+    RolloutConfig,
+    WarmstartConfig,
+    model_config,
+    tools_config,
+    validate_section,
+)
+from chartrl.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def spec_sections(text: str | None, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """The config sections a job runs with: from ``--spec`` (what the rule passes), defaults for the rest."""
+    try:
+        given = json.loads(text) if text else {}
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--spec is not JSON: {err}") from err
+    unknown = set(given) - set(names)
+    if unknown:
+        raise UsageError(f"--spec holds unknown section(s) {', '.join(sorted(unknown))}; expected {', '.join(names)}")
+    return {name: validate_section(name, given.get(name)) for name in names}
+
+
+def cmd_tiny(args: argparse.Namespace) -> int:
+    from chartrl.model.tiny import build_tiny_model
+
+    sections = spec_sections(args.spec, ("model", "tools"))
+    summary = build_tiny_model(
+        Path(args.out), model_config(sections["model"]), list(sections["tools"]["names"]), seed=args.seed
+    )
+    print(json.dumps(summary))
+    return 0
+
+
+WARMSTART_SECTIONS = ("warmstart", "prompts", "tools", "rollout")
+
+
+def cmd_warmstart(args: argparse.Namespace) -> int:
+    import torch
+
+    from chartrl import tracking
+    from chartrl.data.contract import read_split
+    from chartrl.files import atomic_dir, write_json
+    from chartrl.model.policy import load_policy
+    from chartrl.model.warmstart import save_history, train_warmstart
+    from chartrl.rollout.generations import draw_gallery
+    from chartrl.rollout.warmstart_check import check_after_warmstart
+
+    sections = spec_sections(args.spec, WARMSTART_SECTIONS)
+    cfg = WarmstartConfig(**sections["warmstart"])
+    prompt_config = PromptConfig(**sections["prompts"])
+    tools = tools_config(sections["tools"])
+    rollout = RolloutConfig(**sections["rollout"])
+    torch.set_num_threads(cfg.threads)
+    policy = load_policy(args.model, train=True)
+    train_rows, val_rows = read_split(args.train), read_split(args.val)
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = {"stage": "warmstart", "model": "tiny", "backend": "local"}
+    with tracking.stage_run(settings, "base/warmstart", tags, sections) as run:
+        history = train_warmstart(
+            policy, train_rows, cfg, prompt_config, tools, on_step=lambda m: run.log_metrics(m, step=int(m["step"]))
+        )
+        check, episodes = check_after_warmstart(policy, val_rows, cfg, prompt_config, tools, rollout)
+        draw_gallery(episodes, Path(args.gallery))
+        run.log_metrics({f"after_warmstart/{k}": v for k, v in _flat(check).items()})
+        with atomic_dir(args.out) as tmp:
+            policy.model.save_pretrained(tmp)
+            policy.processor.save_pretrained(tmp)
+            save_history(history, tmp / "warmstart_metrics.jsonl")
+            write_json(tmp / "warmstart.json", check)
+            source = Path(args.model) / "chartrl_model.json"
+            if source.exists():
+                (tmp / "chartrl_model.json").write_text(source.read_text())
+        run.log_artifact(Path(args.out) / "warmstart.json")
+        run.log_artifact(args.gallery)
+    headline = {k: round(v, 3) for k, v in _flat(check).items() if "accuracy_by" not in k and "/episodes" not in k}
+    log.info("warm start done: %s", json.dumps(headline))
+    return 0
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}/"))
+        elif isinstance(value, int | float):
+            flat[f"{prefix}{key}"] = float(value)
+    return flat
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    model = stages.add_parser("model", help="build models")
+    commands = model.add_subparsers(dest="command", required=True)
+    tiny = commands.add_parser("tiny", help="build the tiny Qwen2.5-VL-architecture model (random weights)")
+    tiny.add_argument("--out", required=True, help="Hugging Face model folder to write")
+    tiny.add_argument("--seed", type=int, default=None, help="overrides model.tiny.seed")
+    tiny.add_argument("--spec", default=None, help="JSON with the model and tools sections (defaults otherwise)")
+    tiny.set_defaults(func=cmd_tiny)
+
+    warm = stages.add_parser("warmstart", help="supervised warm start of a model on synthetic demonstrations")
+    warm.add_argument("--model", required=True, help="the model folder to start from")
+    warm.add_argument("--train", required=True, help="train split parquet (demonstrations)")
+    warm.add_argument("--val", required=True, help="val split parquet (the after-warm-start check)")
+    warm.add_argument("--out", required=True, help="model folder to write")
+    warm.add_argument("--gallery", required=True, help="PNG: rollouts of the warm-started model with tools")
+    warm.add_argument("--spec", default=None, help=f"JSON with the sections {', '.join(WARMSTART_SECTIONS)}")
+    warm.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
+    warm.add_argument("--experiment", default="chartrl")
+    warm.set_defaults(func=cmd_warmstart)

@@ -1,0 +1,109 @@
+"""``chartrl train``: train one series on the local backend (GRPO / Dr.GRPO), resuming from its checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import (
+    ConfigError,
+    MlflowSettings,
+    PromptConfig,
+    RolloutConfig,
+    TrainSeries,
+    parse_reward_spec,
+    tools_config,
+    train_config,
+    validate_section,
+)
+from chartrl.errors import UsageError
+
+log = logging.getLogger(__name__)
+SECTIONS = ("train", "rollout", "prompts", "tools", "judge")
+
+
+def train_spec(text: str) -> dict[str, Any]:
+    """The rule's params: the series (with its id) and the sections training reads, each validated."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--spec is not JSON: {err}") from err
+    if "series" not in spec or "id" not in spec["series"]:
+        raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
+    resolved = {name: validate_section(name, spec.get(name)) for name in SECTIONS}
+    return {"series": spec["series"], **resolved}
+
+
+def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:
+    if section.get("kind") != "train":
+        raise ConfigError(f"series {section['id']} is a {section.get('kind')} series; only train series train")
+    reward = parse_reward_spec(section["reward"], key=f"series.{section['id']}.reward")
+    return TrainSeries(
+        id=section["id"],
+        generation=section["generation"],
+        description=section.get("description", ""),
+        tools=section["tools"],
+        reward=reward,
+        algorithm=section["algorithm"],
+        dataset=section.get("dataset", dataset),
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from chartrl.config import JudgeConfig
+    from chartrl.data.contract import read_split
+    from chartrl.model.policy import load_policy
+    from chartrl.rewards import build_reward
+    from chartrl.train.trainer import Trainer, TrainJob, check_setup
+
+    spec = train_spec(args.spec)
+    train = train_config(spec["train"])
+    series = series_from(spec["series"], train.dataset)
+    torch.set_num_threads(train.threads)
+    job = TrainJob(
+        series=series,
+        train=train,
+        rollout=RolloutConfig(**spec["rollout"]),
+        prompts=PromptConfig(**spec["prompts"]),
+        tools=tools_config(spec["tools"]),
+        spec=spec,
+        run_dir=Path(args.out),
+        mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
+        base_model=str(args.model),
+    )
+    policy = load_policy(args.model, train=True)
+    if train.lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        policy.model = get_peft_model(
+            policy.model,
+            LoraConfig(
+                r=train.lora.r,
+                lora_alpha=train.lora.alpha,
+                lora_dropout=train.lora.dropout,
+                target_modules=list(train.lora.target_modules),
+            ),
+        )
+    train_rows, val_rows = read_split(args.train), read_split(args.val)
+    check_setup(job, policy, train_rows, val_rows)
+    reward = build_reward(series.reward.name, dict(series.reward.params), JudgeConfig.from_dict(spec["judge"]))
+    summary = Trainer(job, policy, reward, train_rows, val_rows).fit()
+    log.info("%s trained: last step %d, best val %s", series.id, summary["last_step"], summary["best_val"])
+    return 0
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    train = stages.add_parser("train", help="train one series (local backend: GRPO / Dr.GRPO)")
+    train.add_argument("--spec", required=True, help="JSON: the series (with id) and the train/rollout/... sections")
+    train.add_argument("--model", required=True, help="the starting model folder")
+    train.add_argument("--train", required=True, help="train split parquet")
+    train.add_argument("--val", required=True, help="val split parquet")
+    train.add_argument("--out", required=True, help="results/runs/{series}: checkpoints, metrics.jsonl, run.json")
+    train.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
+    train.add_argument("--experiment", default="chartrl")
+    train.set_defaults(func=cmd_train)

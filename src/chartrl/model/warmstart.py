@@ -1,0 +1,180 @@
+"""Supervised warm start: teach the tiny model the protocol (and what it can of reading charts) before RL.
+
+Demonstrations are built from the train split with the rollout's own token builder, so they have exactly the
+layout of a rollout: a tool demonstration is the prompt, a hermes tool call, the tool's real observation (the
+edited chart, loss mask 0) and the answer; a direct demonstration is the prompt and the answer. Loss is on the
+assistant tokens only.
+
+Which labels a demonstrated call keeps is the question's own labels in ``correct_label_rate`` of the tool
+demonstrations and random other labels in the rest, so the warm start teaches *how* to call a tool and read the
+edited chart, while *which* label to keep is left for RL to learn (issue 8).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import PromptConfig, ToolsConfig, WarmstartConfig
+from chartrl.data.contract import Row
+from chartrl.model.batching import TokenSequence, collate
+from chartrl.progress import Progress
+from chartrl.rollout import conversation
+
+log = logging.getLogger(__name__)
+TOOL_AXIS = {"v_bar": "x_values", "h_bar": "y_values"}
+
+
+@dataclass
+class Demonstration:
+    ids: list[int]
+    mask: list[int]
+    """1 where the model is trained (assistant tokens), 0 elsewhere."""
+    images: list[Any]
+    kind: str
+    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool."""
+
+
+def _assistant_ids(policy, text: str) -> list[int]:
+    return policy.tokenizer.encode(text, add_special_tokens=False) + [policy.ids.eos]
+
+
+def _call_text(name: str, axis: str, labels: Sequence[str]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": {axis: list(labels)}}) + "\n</tool_call>"
+
+
+def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
+    return [name for name in tools.names if name.startswith(f"focus_on_{axis.split('_')[0]}_values")]
+
+
+def build_demonstration(
+    policy, row: Row, rng: random.Random, cfg: WarmstartConfig, prompt_config: PromptConfig, tools: ToolsConfig
+) -> Demonstration:
+    from chartrl.tools import run_tool_text
+
+    image = conversation.chart_image(row)
+    with_tools = rng.random() >= cfg.no_tool_rate
+    text = conversation.prompt_text(row, with_tools=with_tools, prompt_config=prompt_config, tool_names=tools.names)
+    messages = conversation.initial_messages(row, image, text)
+    ids = list(policy.builder.build_initial_tokens(messages, images=[image]))
+    mask = [0] * len(ids)
+    images = [image]
+    answer = f"<answer>{row.answer}</answer>"
+    axis = TOOL_AXIS.get(row.chart_type)
+    about = list(row.extra.get("about") or [])
+    names = _tool_names_for(axis, tools) if axis else []
+    labels = list(row.bboxes.get(axis, {})) if axis else []
+    if not (with_tools and about and names and set(about) <= set(labels) and rng.random() < cfg.tool_rate):
+        reply = _assistant_ids(policy, answer)
+        return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
+
+    correct = rng.random() < cfg.correct_label_rate
+    others = [label for label in labels if label not in about]
+    keep = about if correct or len(others) < len(about) else rng.sample(others, len(about))
+    call = _call_text(rng.choice(names), axis, keep)
+    outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
+    call_ids = _assistant_ids(policy, call)
+    ids, mask = ids + call_ids, mask + [1] * len(call_ids)
+    previous = messages + [conversation.assistant_message(call, outcome.calls)]
+    updated = previous + [conversation.tool_message(outcome.observation, outcome.image)]
+    merge = policy.builder.merge_context_tokens(previous, updated, ids)
+    mask = mask + [0] * (len(merge.token_ids) - len(ids))
+    ids = list(merge.token_ids)
+    if outcome.image is not None:
+        images.append(outcome.image)
+    reply = _assistant_ids(policy, answer)
+    return Demonstration(
+        ids + reply, mask + [1] * len(reply), images, "tool_correct" if keep == about else "tool_other"
+    )
+
+
+def lr_at(step: int, cfg: WarmstartConfig) -> float:
+    """Linear warm-up, then cosine decay to lr x min_lr_ratio."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def supervised_loss(policy, demos: Sequence[Demonstration]):
+    """Mean cross-entropy over the demonstrations' assistant tokens."""
+    import torch
+
+    batch = collate(policy, [TokenSequence(d.ids, d.images) for d in demos], padding_side="right")
+    mask = torch.zeros_like(batch["input_ids"])  # (B, T)
+    for row, demo in enumerate(demos):
+        mask[row, : len(demo.mask)] = torch.tensor(demo.mask)
+    logits = policy.model(**batch).logits[:, :-1].float()  # (B, T-1, V): position t predicts token t+1
+    targets = batch["input_ids"][:, 1:]  # (B, T-1)
+    weights = mask[:, 1:].float()  # (B, T-1)
+    token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T-1)
+    return (token_loss * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+def train_warmstart(
+    policy,
+    rows: Sequence[Row],
+    cfg: WarmstartConfig,
+    prompt_config: PromptConfig,
+    tools: ToolsConfig,
+    on_step=None,
+) -> list[dict[str, float]]:
+    """Train ``policy`` in place; returns one metrics dict per step (also passed to ``on_step``)."""
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(f"warmstart:{cfg.seed}")
+    optimizer = torch.optim.AdamW(
+        policy.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
+    )
+    policy.model.train()
+    history = []
+    progress = Progress("warm start", cfg.steps, log, unit="steps")
+    for step in range(cfg.steps):
+        started = time.perf_counter()
+        demos = [
+            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools) for _ in range(cfg.batch_size)
+        ]
+        built = time.perf_counter()
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = supervised_loss(policy, demos)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        kinds = [d.kind for d in demos]
+        metrics = {
+            "step": step,
+            "warmstart/loss": loss.item(),
+            "warmstart/grad_norm": float(grad_norm),
+            "warmstart/lr": lr_at(step, cfg),
+            "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
+            "warmstart/tokens": sum(len(d.ids) for d in demos),
+            "timing/demos": built - started,
+            "timing/update": time.perf_counter() - built,
+        }
+        history.append(metrics)
+        if on_step:
+            on_step(metrics)
+        progress.advance()
+        if step % 25 == 0 or step == cfg.steps - 1:
+            log.info(
+                "step %d/%d loss %.4f lr %.2e", step + 1, cfg.steps, metrics["warmstart/loss"], metrics["warmstart/lr"]
+            )
+    policy.model.eval()
+    return history
+
+
+def save_history(history: Sequence[dict[str, float]], path: Path) -> None:
+    from chartrl.files import write_atomically
+
+    text = "".join(json.dumps(m) + "\n" for m in history)
+    write_atomically(path, lambda tmp: tmp.write_text(text))

@@ -1,0 +1,75 @@
+"""Episodes -> the tensors of a policy update, and the current policy's log-probs of the response tokens.
+
+Response tensors are (B, R): row b holds episode b's response (everything after its prompt: assistant passes,
+tool turns, boundary tokens), right-padded to the longest response R; the loss mask is 1 only on sampled tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chartrl.model.batching import TokenSequence, collate
+
+
+@dataclass
+class UpdateBatch:
+    sequences: list[TokenSequence]
+    prompt_lengths: list[int]
+    response_mask: Any
+    """(B, R) 1 on tokens the policy sampled."""
+    old_logprobs: Any
+    """(B, R) the sampler's log-probs (0 where the mask is 0)."""
+    advantages: Any = None
+    """(B, R)"""
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def select(self, rows: Sequence[int]) -> UpdateBatch:
+        rows = list(rows)
+        return UpdateBatch(
+            sequences=[self.sequences[i] for i in rows],
+            prompt_lengths=[self.prompt_lengths[i] for i in rows],
+            response_mask=self.response_mask[rows],
+            old_logprobs=self.old_logprobs[rows],
+            advantages=None if self.advantages is None else self.advantages[rows],
+        )
+
+
+def update_batch(episodes: Sequence[Any]) -> UpdateBatch:
+    import torch
+
+    length = max(1, max(len(e.response_ids) for e in episodes))
+    mask = torch.zeros((len(episodes), length), dtype=torch.float32)  # (B, R)
+    old = torch.zeros((len(episodes), length), dtype=torch.float32)  # (B, R)
+    for row, episode in enumerate(episodes):
+        n = len(episode.response_ids)
+        mask[row, :n] = torch.tensor(episode.response_mask, dtype=torch.float32)
+        old[row, :n] = torch.tensor(episode.response_logprobs, dtype=torch.float32)
+    return UpdateBatch(
+        sequences=[TokenSequence(e.runtime_ids, e.images) for e in episodes],
+        prompt_lengths=[len(e.prompt_ids) for e in episodes],
+        response_mask=mask,
+        old_logprobs=old,
+    )
+
+
+def response_logprobs(model, policy, batch: UpdateBatch, temperature: float):
+    """log pi(token | prefix) of every response token under ``model`` (B, R), with gradients. ``model`` is the
+    policy's model or a frozen reference of the same architecture."""
+    import torch
+
+    tensors = collate(policy, batch.sequences, padding_side="right")
+    logits = model(**tensors).logits.float() / temperature  # (B, T, V)
+    logprobs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    rows, length = batch.response_mask.shape
+    total = tensors["input_ids"].shape[1]
+    starts = torch.tensor(batch.prompt_lengths).unsqueeze(1)  # (B, 1)
+    offsets = torch.arange(length).unsqueeze(0)  # (1, R)
+    token_positions = (starts + offsets).clamp(max=total - 1)  # (B, R): where response token k sits
+    predicting = token_positions - 1  # (B, R): logits at t predict the token at t + 1
+    tokens = tensors["input_ids"].gather(1, token_positions)  # (B, R)
+    picked = logprobs[torch.arange(rows).unsqueeze(1), predicting, tokens]  # (B, R)
+    return picked * batch.response_mask  # (B, R)

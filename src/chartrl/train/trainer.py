@@ -1,0 +1,453 @@
+"""The single-device trainer (backend ``local``): GRPO and Dr.GRPO on the two-pass rollout.
+
+One step, as a recipe (EasyR1's ``fit`` shape: named, timed phases filling one flat metrics dict)::
+
+    gen      sample prompts_per_step questions, roll each out rollout.n times (tools: two passes)
+    reward   score every episode with the series' reward (training reward = evaluation function)
+    adv      group advantages with verl's core_algos (std-normalised for grpo, mean-only for drgrpo)
+    update   PPO-clip policy loss (verl), the algorithm's loss aggregation, optional KL to the start policy,
+             micro-batches with gradient accumulation, gradient clipping
+    val      every val_every steps (and before the first): greedy rollouts on validation questions
+
+Sampling is seeded per step (seed, step), so a run killed at any point and restarted from its last checkpoint
+redoes exactly the steps it lost: metrics.jsonl is restored from the checkpoint, and MLflow skips the steps it
+already holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chartrl.config import MlflowSettings, PromptConfig, RolloutConfig, ToolsConfig, TrainConfig, TrainSeries
+from chartrl.data.contract import Row
+from chartrl.errors import ChartrlError
+from chartrl.files import write_atomically, write_json
+from chartrl.progress import Progress
+from chartrl.rollout.episodes import run_episodes
+from chartrl.rollout.sampling import SamplingParams
+from chartrl.train import checkpoints
+from chartrl.train.algorithms import get_algorithm, group_advantages, kl_loss, policy_loss, policy_loss_config
+from chartrl.train.batch import response_logprobs, update_batch
+
+log = logging.getLogger(__name__)
+PROGRESS_KEY = "reward/overall"  # logged every step: how a resumed run finds what MLflow already holds
+
+
+class SetupError(ChartrlError):
+    """The trainer's inputs cannot work together; the message names the values and the fix."""
+
+    exit_code = 2
+
+
+@dataclass
+class TrainJob:
+    series: TrainSeries
+    train: TrainConfig
+    rollout: RolloutConfig
+    prompts: PromptConfig
+    tools: ToolsConfig
+    spec: Mapping[str, Any]
+    """The resolved config this job runs (logged as params; its digest decides whether checkpoints resume)."""
+    run_dir: Path
+    mlflow: MlflowSettings
+    base_model: str
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps({"spec": self.spec, "base_model": self.base_model}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def passes(self) -> int:
+        return self.tools.max_tool_turns + 1 if self.series.tools else 1
+
+    @property
+    def max_response_tokens(self) -> int:
+        """Dr.GRPO's constant divisor: the most tokens a response can sample (max_new_tokens per pass)."""
+        return self.rollout.max_new_tokens * self.passes
+
+
+@contextmanager
+def timer(name: str, metrics: dict[str, float]):
+    started = time.perf_counter()
+    yield
+    metrics[f"timing/{name}"] = time.perf_counter() - started
+
+
+def reward_inputs(episodes: Sequence[Any]):
+    from chartrl.rewards import RewardInput
+
+    return [
+        RewardInput(
+            response=e.final_response,
+            ground_truth=e.row.answer,
+            question=e.row.extra.get("question", ""),
+            data_source=e.row.data_source,
+            subset=e.row.extra.get("subset", ""),
+            tool_outcome=e.tool_outcome,
+            tool_calls=len(e.tool_outcomes),
+            response_tokens=e.sampled_tokens,
+            id=f"{e.row.id}#{e.sample}",
+        )
+        for e in episodes
+    ]
+
+
+def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
+    from chartrl.rewards import is_well_formed
+    from chartrl.rollout.checks import kept_labels
+
+    n = len(episodes)
+    called = [e for e in episodes if e.tool_outcomes]
+    about = [e for e in called if e.row.extra.get("about")]
+    return {
+        f"{prefix}/tool_call_ratio": len(called) / n,
+        f"{prefix}/tool_success": sum(e.tool_outcome == "executed" for e in called) / len(called) if called else 0.0,
+        f"{prefix}/correct_label_ratio": (
+            sum(set(e.row.extra["about"]) <= set(kept_labels(e)) for e in about) / len(about) if about else 0.0
+        ),
+        f"{prefix}/format_rate": sum(is_well_formed(e.final_response) for e in episodes) / n,
+        f"{prefix}/response_length": sum(e.sampled_tokens for e in episodes) / n,
+        f"{prefix}/vision_tokens_sampled": float(sum(e.vision_tokens for e in episodes)),
+        f"{prefix}/truncated_rate": sum(e.truncated for e in episodes) / n,
+    }
+
+
+def check_setup(job: TrainJob, policy, train_rows: Sequence[Row], val_rows: Sequence[Row]) -> None:
+    """Everything that would make the first rollout or update fail or be meaningless, before any work."""
+    problems = []
+    if job.rollout.n < 2:
+        problems.append(
+            f"rollout.n = {job.rollout.n}: a GRPO group of one response always has advantage 0; set rollout.n >= 2"
+        )
+    if job.train.prompts_per_step > len(train_rows):
+        problems.append(
+            f"train.prompts_per_step = {job.train.prompts_per_step} > {len(train_rows)} train questions; "
+            "lower it or build a larger train split"
+        )
+    if not val_rows:
+        problems.append("the validation split is empty; give the dataset a val split with rows")
+    tokenizer = policy.tokenizer
+    answer_tokens = max(
+        len(tokenizer.encode(f"<answer>{row.answer}</answer>", add_special_tokens=False)) + 1 for row in train_rows
+    )
+    if answer_tokens > job.rollout.max_new_tokens:
+        longest = max(train_rows, key=lambda r: len(r.answer)).answer
+        problems.append(
+            f"rollout.max_new_tokens = {job.rollout.max_new_tokens} cannot hold the longest answer "
+            f"({answer_tokens} tokens with its tags, e.g. {longest!r}); raise rollout.max_new_tokens"
+        )
+    config = policy.model.config
+    image_token = tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    if getattr(config, "image_token_id", image_token) != image_token:
+        problems.append(
+            f"model/processor mismatch: the model's image_token_id is {config.image_token_id} but the processor's "
+            f"<|image_pad|> is {image_token}; load the processor saved with this model"
+        )
+    vocab = config.get_text_config().vocab_size
+    if vocab < len(tokenizer):
+        problems.append(f"model/processor mismatch: vocabulary {vocab} < tokenizer size {len(tokenizer)}")
+    if problems:
+        raise SetupError(f"series {job.series.id} cannot train:\n  " + "\n  ".join(problems))
+
+
+class Trainer:
+    def __init__(self, job: TrainJob, policy, reward, train_rows: Sequence[Row], val_rows: Sequence[Row]):
+        import torch
+
+        self.job, self.policy, self.reward = job, policy, reward
+        self.train_rows, self.val_rows = list(train_rows), list(val_rows)[: job.train.val_rows]
+        self.algorithm = get_algorithm(job.series.algorithm)
+        self.model = policy.model
+        self.optimizer = torch.optim.AdamW(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=job.train.lr,
+            betas=(0.9, 0.98),
+            weight_decay=job.train.weight_decay,
+        )
+        self.reference = None
+        if job.train.kl_coef > 0:
+            import copy
+
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.params = SamplingParams(
+            temperature=job.rollout.temperature, top_p=job.rollout.top_p, max_new_tokens=job.rollout.max_new_tokens
+        )
+        self.metrics_lines: list[str] = []
+        self.val_history: dict[int, float] = {}
+
+    # ---------------------------------------------------------------------------------------------------------
+    # The loop
+    # ---------------------------------------------------------------------------------------------------------
+
+    def fit(self) -> dict[str, Any]:
+        job = self.job
+        start, run = self._start_or_resume()
+        progress = Progress(f"{job.series.id} train", job.train.steps - start, log, interval=0.0, unit="steps")
+        try:
+            if start == 0:
+                self._log(run, 0, self.validate())
+            for step in range(start + 1, job.train.steps + 1):
+                metrics = self.train_step(step)
+                if step % job.train.val_every == 0 or step == job.train.steps:
+                    with timer("val", metrics):
+                        metrics.update(self.validate())
+                self._log(run, step, metrics)
+                if step % job.train.checkpoint_every == 0 or step == job.train.steps:
+                    self._checkpoint(step, run)
+                progress.advance()
+                last_val = self.val_history[max(self.val_history)] if self.val_history else float("nan")
+                log.info(
+                    "%s step %d/%d reward %.3f tool_call_ratio %.2f last val/accuracy %.3f (%s)",
+                    job.series.id,
+                    step,
+                    job.train.steps,
+                    metrics["reward/overall"],
+                    metrics.get("rollout/tool_call_ratio", 0.0),
+                    last_val,
+                    progress.line().split(": ", 1)[1],
+                )
+        except BaseException:
+            run.finish("FAILED")
+            raise
+        summary = self._finish(run)
+        run.finish("FINISHED")
+        return summary
+
+    def train_step(self, step: int) -> dict[str, float]:
+        import torch
+
+        job, metrics = self.job, {}
+        started = time.perf_counter()
+        with timer("gen", metrics):
+            rng = random.Random(f"train-prompts:{job.train.seed}:{step}")
+            prompts = rng.sample(self.train_rows, job.train.prompts_per_step)
+            torch.manual_seed(hash_seed(job.train.seed, step))
+            self.model.eval()
+            stats: list[dict[str, float]] = []
+            episodes = run_episodes(
+                self.policy,
+                prompts,
+                with_tools=job.series.tools,
+                n=job.rollout.n,
+                params=self.params,
+                prompt_config=job.prompts,
+                tools=job.tools,
+                batch_size=job.rollout.batch_size,
+                stats=stats,
+            )
+        with timer("reward", metrics):
+            scored = self.reward(reward_inputs(episodes))
+        with timer("adv", metrics):
+            batch = update_batch(episodes)
+            scores = [s["overall"] for s in scored]
+            groups = np.array([i // job.rollout.n for i in range(len(episodes))])
+            batch.advantages = group_advantages(scores, batch.response_mask, groups, self.algorithm)
+            degenerate = [len({scores[i] for i in np.flatnonzero(groups == g)}) == 1 for g in sorted(set(groups))]
+            keep = [i for i in range(len(episodes)) if not (job.train.exclude_degenerate and degenerate[groups[i]])]
+        with timer("update_actor", metrics):
+            metrics.update(self.update(batch.select(keep)) if keep else {"actor/skipped": 1.0})
+        for part in scored[0]:
+            metrics[f"reward/{part}"] = sum(s[part] for s in scored) / len(scored)
+        metrics.update(rollout_metrics(episodes, "rollout"))
+        metrics["train/degenerate_fraction"] = sum(degenerate) / len(degenerate)
+        metrics["train/updated_sequences"] = float(len(keep))
+        sampled = sum(s["sampled_tokens"] for s in stats)
+        metrics["perf/sampled_tokens"] = float(sampled)
+        metrics["perf/tokens"] = float(sampled + sum(s["prefill_tokens"] for s in stats))
+        metrics["timing/step"] = time.perf_counter() - started
+        metrics["perf/tokens_per_second"] = metrics["perf/tokens"] / metrics["timing/step"]
+        return metrics
+
+    def update(self, batch) -> dict[str, float]:
+        """PPO epochs over the batch in micro-batches; the losses are normalised by the whole batch, so the
+        accumulated gradient is that of the batch loss."""
+        import torch
+
+        job = self.job
+        tokens = int(batch.response_mask.sum())
+        sequences = int((batch.response_mask.sum(-1) > 0).sum())
+        config = policy_loss_config(job.train.clip_ratio, max(tokens, 1), max(sequences, 1), job.max_response_tokens)
+        totals = {"actor/loss": 0.0, "actor/pg_loss": 0.0, "actor/kl": 0.0, "actor/clipfrac": 0.0, "actor/ppo_kl": 0.0}
+        self.model.train()
+        for _ in range(job.train.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            for start in range(0, len(batch), job.train.micro_batch_size):
+                micro = batch.select(range(start, min(len(batch), start + job.train.micro_batch_size)))
+                share = float(micro.response_mask.sum()) / max(tokens, 1)
+                logprob = response_logprobs(self.model, self.policy, micro, self.params.temperature)  # (b, R)
+                pg_loss, pg_metrics = policy_loss(
+                    micro.old_logprobs, logprob, micro.advantages, micro.response_mask, self.algorithm, config
+                )
+                loss = pg_loss
+                if self.reference is not None:
+                    with torch.no_grad():
+                        ref = response_logprobs(self.reference, self.policy, micro, self.params.temperature)
+                    kl = kl_loss(logprob, ref, micro.response_mask, self.algorithm, config)
+                    loss = loss + job.train.kl_coef * kl
+                    totals["actor/kl"] += kl.item()
+                loss.backward()
+                totals["actor/loss"] += loss.item()
+                totals["actor/pg_loss"] += pg_loss.item()
+                totals["actor/clipfrac"] += pg_metrics["actor/pg_clipfrac"] * share
+                totals["actor/ppo_kl"] += pg_metrics["actor/ppo_kl"] * share
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in self.model.parameters() if p.requires_grad], job.train.grad_clip
+            )
+            self.optimizer.step()
+        self.model.eval()
+        epochs = job.train.ppo_epochs
+        return {
+            **{k: v / epochs for k, v in totals.items()},
+            "actor/grad_norm": float(grad_norm),
+            "actor/lr": job.train.lr,
+        }
+
+    def validate(self) -> dict[str, float]:
+        import torch
+
+        from chartrl.rewards import extract_answer, relaxed_accuracy
+
+        job = self.job
+        torch.manual_seed(hash_seed(job.train.seed, -1))
+        self.model.eval()
+        episodes = run_episodes(
+            self.policy,
+            self.val_rows,
+            with_tools=job.series.tools,
+            n=1,
+            params=SamplingParams(max_new_tokens=job.rollout.max_new_tokens, greedy=True),
+            prompt_config=job.prompts,
+            tools=job.tools,
+            batch_size=job.rollout.batch_size,
+        )
+        accuracy = [
+            relaxed_accuracy(a, e.row.answer) if (a := extract_answer(e.final_response)) is not None else 0.0
+            for e in episodes
+        ]
+        return {"val/accuracy": sum(accuracy) / len(accuracy), **rollout_metrics(episodes, "val")}
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Logging, checkpoints, resume
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _log(self, run, step: int, metrics: dict[str, float]) -> None:
+        if "val/accuracy" in metrics:
+            self.val_history[step] = metrics["val/accuracy"]
+        record = {"step": step, **{k: float(v) for k, v in sorted(metrics.items())}}
+        self.metrics_lines.append(json.dumps(record) + "\n")
+        partial = self.job.run_dir / "metrics.partial.jsonl"
+        with open(partial, "a") as handle:
+            handle.write(self.metrics_lines[-1])
+        run.log_metrics(metrics, step=step)
+
+    def _state(self, run) -> dict[str, Any]:
+        return {"config_digest": self.job.digest, "mlflow_run_id": run.run_id, "val_history": self.val_history}
+
+    def _checkpoint(self, step: int, run) -> None:
+        checkpoints.save_checkpoint(
+            self.job.run_dir, step, self.policy, self.optimizer, self._state(run), self.metrics_lines
+        )
+        best = self._best_step()
+        checkpoints.prune(self.job.run_dir, self.job.train.keep_last, keep={best} if best is not None else set())
+        log.info("checkpoint step_%d written", step)
+
+    def _best_step(self) -> int | None:
+        saved = checkpoints.checkpoint_dirs(self.job.run_dir)
+        scored = [(self.val_history[s], s) for s in saved if s in self.val_history]
+        return max(scored)[1] if scored else None
+
+    def _start_or_resume(self):
+        from chartrl import tracking
+
+        job = self.job
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        found = checkpoints.checkpoint_dirs(job.run_dir)
+        latest = max(found) if found else None
+        if latest is not None and checkpoints.load_state(found[latest])["config_digest"] == job.digest:
+            return self._resume(latest, found[latest])
+        if found:
+            log.warning("checkpoints in %s belong to another config; starting from scratch", job.run_dir)
+            import shutil
+
+            shutil.rmtree(job.run_dir / "checkpoints")
+        (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
+        tags = {
+            "series": job.series.id,
+            "generation": job.series.generation,
+            "stage": "train",
+            "reward": job.series.reward.name,
+            "algorithm": job.series.algorithm,
+            "tools": str(job.series.tools).lower(),
+            "backend": "local",
+        }
+        return 0, tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
+
+    def _resume(self, step: int, path: Path):
+        import torch
+
+        from chartrl import tracking
+
+        state = checkpoints.load_state(path)
+        self._load_weights(path)
+        self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True)["optimizer"])
+        self.metrics_lines = (path / "metrics.jsonl").read_text().splitlines(keepends=True)
+        self.val_history = {int(k): v for k, v in state["val_history"].items()}
+        write_atomically(
+            self.job.run_dir / "metrics.partial.jsonl", lambda tmp: tmp.write_text("".join(self.metrics_lines))
+        )
+        log.info("resuming %s from checkpoint step_%d", self.job.series.id, step)
+        return step, tracking.resume_run(self.job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
+
+    def _load_weights(self, path: Path) -> None:
+        """Load a checkpoint's weights into the live model (the optimizer keeps its parameter references)."""
+        if (Path(path) / "adapter_config.json").exists():
+            from peft import set_peft_model_state_dict
+            from peft.utils import load_peft_weights
+
+            set_peft_model_state_dict(self.model, load_peft_weights(str(path)))
+            return
+        from transformers import AutoModelForImageTextToText
+
+        saved = AutoModelForImageTextToText.from_pretrained(str(path))
+        self.model.load_state_dict(saved.state_dict())
+
+    def _finish(self, run) -> dict[str, Any]:
+        job = self.job
+        found = checkpoints.checkpoint_dirs(job.run_dir)
+        last = max(found)
+        best = self._best_step()
+        summary = {
+            "series": job.series.id,
+            "backend": "local",
+            "mlflow_run_id": run.run_id,
+            "last_step": last,
+            "config_digest": job.digest,
+            "base_model": job.base_model,
+            "checkpoints": {
+                "last": str(found[last]),
+                "best_val": str(found[best]) if best is not None else str(found[last]),
+                "steps": {str(s): str(p) for s, p in found.items()},
+            },
+            "best_val": {"step": best, "accuracy": self.val_history.get(best)} if best is not None else None,
+            "val_history": {str(k): v for k, v in sorted(self.val_history.items())},
+        }
+        write_atomically(job.run_dir / "metrics.jsonl", lambda tmp: tmp.write_text("".join(self.metrics_lines)))
+        write_json(job.run_dir / "run.json", summary)
+        (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
+        return summary
+
+
+def hash_seed(seed: int, step: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{step}".encode()).digest()[:4], "little")

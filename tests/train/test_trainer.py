@@ -1,0 +1,192 @@
+"""The local trainer on the tiny model: it updates every parameter, logs every step once, and a run killed
+mid-way (SIGKILL) and rerun ends with the same metrics and MLflow history as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import raw_default_config
+
+# A shaped reward whose length term varies with the response length, so the briefly warm-started policy's groups
+# are rarely degenerate and the steps really update.
+SERIES = {
+    "id": "e6",
+    "generation": "v2",
+    "kind": "train",
+    "tools": True,
+    "algorithm": "grpo",
+    "reward": {
+        "name": "v2_shaped",
+        "d_format": 0.1,
+        "d_length": 0.5,
+        "d_tool": 0.1,
+        "length_budget": 2,
+        "length_ramp": 12,
+    },
+}
+TRAIN = {
+    "dataset": "synth",
+    "steps": 4,
+    "prompts_per_step": 2,
+    "val_every": 2,
+    "val_rows": 3,
+    "checkpoint_every": 1,
+    "micro_batch_size": 3,
+    "lr": 0.001,
+}
+ROLLOUT = {"n": 3, "max_new_tokens": 16, "batch_size": 8}
+
+
+def _write_splits(synth_rows, folder: Path) -> tuple[Path, Path]:
+    from chartrl.data.contract import write_split
+
+    return write_split(synth_rows["train"], folder / "train.parquet"), write_split(
+        synth_rows["val"], folder / "val.parquet"
+    )
+
+
+def _spec(series=SERIES, train=TRAIN) -> str:
+    raw = raw_default_config()
+    return json.dumps(
+        {
+            "series": series,
+            "train": train,
+            "rollout": ROLLOUT,
+            "prompts": {},
+            "tools": {},
+            "judge": raw.get("judge", {}),
+        }
+    )
+
+
+def _train_command(model, train, val, out, db, series=SERIES, train_cfg=TRAIN):
+    return [
+        sys.executable,
+        "-m",
+        "chartrl",
+        "train",
+        "--spec",
+        _spec(series, train_cfg),
+        "--model",
+        str(model),
+        "--train",
+        str(train),
+        "--val",
+        str(val),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{db}",
+        "--experiment",
+        "t",
+    ]
+
+
+def _metrics(path: Path) -> list[dict]:
+    """metrics.jsonl without the wall-clock figures (timing, throughput), which differ run to run."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in m.items() if not k.startswith(("timing/", "perf/"))} for m in lines]
+
+
+@pytest.fixture(scope="module")
+def splits(synth_rows, tmp_path_factory):
+    return _write_splits(synth_rows, tmp_path_factory.mktemp("splits"))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(warm_model_dir, splits, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    result = subprocess.run(
+        _train_command(warm_model_dir, *splits, folder / "e6", folder / "mlflow.db"), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+def test_training_logs_the_loss_and_changes_every_trainable_parameter(uninterrupted, warm_model_dir):
+    import torch
+    from safetensors.torch import load_file
+
+    metrics = _metrics(uninterrupted / "e6/metrics.jsonl")
+    assert [m["step"] for m in metrics] == [0, 1, 2, 3, 4]
+    steps = metrics[1:]
+    assert all("reward/overall" in m for m in steps)
+    assert sum("actor/loss" in m and "actor/grad_norm" in m for m in steps) >= 3  # a fully degenerate step is skipped
+    steps = [m for m in steps if "actor/loss" in m]
+    assert "val/accuracy" in metrics[0] and "val/accuracy" in metrics[2] and "val/accuracy" in metrics[4]
+    for key in (
+        "rollout/tool_call_ratio",
+        "rollout/tool_success",
+        "rollout/format_rate",
+        "rollout/response_length",
+        "train/degenerate_fraction",
+        "actor/kl",
+        "actor/clipfrac",
+        "reward/length",
+        "reward/format",
+        "reward/tool",
+    ):
+        assert key in steps[0], key
+    run = json.loads((uninterrupted / "e6/run.json").read_text())
+    start = load_file(warm_model_dir / "model.safetensors")
+    end = load_file(Path(run["checkpoints"]["last"]) / "model.safetensors")
+    unchanged = [k for k in start if torch.equal(start[k], end[k])]
+    assert unchanged == []
+    assert set(run["checkpoints"]["steps"]) <= {"3", "4", str(run["best_val"]["step"])}  # keep_last 2 + best
+
+
+def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
+    uninterrupted, warm_model_dir, splits, tmp_path
+):
+    from mlflow.tracking import MlflowClient
+
+    out, db = tmp_path / "e6", tmp_path / "mlflow.db"
+    command = _train_command(warm_model_dir, *splits, out, db)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 300
+    while not (out / "checkpoints/step_2").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)  # mid-run: after checkpoint 2, somewhere in step 3
+    process.wait()
+    assert not (out / "run.json").exists()
+    resumed = subprocess.run(command, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming e6 from checkpoint step_" in resumed.stderr
+
+    assert _metrics(out / "metrics.jsonl") == _metrics(uninterrupted / "e6/metrics.jsonl")
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    reference = MlflowClient(tracking_uri=f"sqlite:///{uninterrupted / 'mlflow.db'}")
+    run_id = json.loads((out / "run.json").read_text())["mlflow_run_id"]
+    ref_id = json.loads((uninterrupted / "e6/run.json").read_text())["mlflow_run_id"]
+    for key in ("reward/overall", "actor/loss", "val/accuracy"):
+        history = [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
+        assert len({step for step, _ in history}) == len(history), f"{key} logged a step twice"
+        expected = [(m.step, m.value) for m in reference.get_metric_history(ref_id, key)]
+        assert [step for step, _ in sorted(history)] == [step for step, _ in sorted(expected)]
+        assert [value for _, value in sorted(history)] == pytest.approx([value for _, value in sorted(expected)])
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_path):
+    cases = [
+        ({**ROLLOUT, "n": 1}, TRAIN, "rollout.n = 1"),
+        ({**ROLLOUT, "max_new_tokens": 2}, TRAIN, "rollout.max_new_tokens = 2"),
+        (ROLLOUT, {**TRAIN, "prompts_per_step": 10_000}, "train.prompts_per_step = 10000"),
+    ]
+    for rollout, train, fragment in cases:
+        spec = json.loads(_spec(train=train))
+        spec["rollout"] = rollout
+        command = _train_command(tiny_model_dir, *splits, tmp_path / "x", tmp_path / "db.db")
+        command[command.index("--spec") + 1] = json.dumps(spec)
+        result = subprocess.run(command, capture_output=True, text=True)
+        assert result.returncode == 2 and fragment in result.stderr, result.stderr[-2000:]
+        assert not (tmp_path / "x/checkpoints").exists()
