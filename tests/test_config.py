@@ -163,8 +163,11 @@ BAD_CONFIGS = [
         lambda c: c["series"]["e3"].pop("tools"),
         ["series.e3", "'tools' is a required property"],
     ),
-    ("unknown prompt template", lambda c: c.setdefault("prompts", {}).update(tool_template="tool_usee"),
-     ["prompts.tool_template", "'tool_usee'", "tool_use_compact"]),
+    (
+        "unknown prompt template",
+        lambda c: c.setdefault("prompts", {}).update(tool_template="tool_usee"),
+        ["prompts.tool_template", "'tool_usee'", "tool_use_compact"],
+    ),
     ("bad series id", lambda c: c["series"].update({"e-15": dict(c["series"]["e1"])}), ["series", "e-15"]),
     (
         "unknown judge backend",

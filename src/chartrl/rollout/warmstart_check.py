@@ -36,32 +36,38 @@ def check_after_warmstart(
     tools: ToolsConfig,
     rollout: RolloutConfig,
 ) -> tuple[dict[str, Any], list[Any]]:
-    """The report, and the with-tools episodes (for a gallery)."""
+    """The report and the sampled with-tools episodes (for a gallery). Each condition is rolled out both ways:
+    ``sampled`` at the rollout temperature (what RL starts from: how often it calls tools, how well) and
+    ``greedy`` (the accuracy a deterministic reader gets); each next to its shuffled-image control."""
     import torch
 
-    torch.manual_seed(cfg.seed)
     rows = list(rows[: cfg.eval_rows])
-    params = SamplingParams(max_new_tokens=rollout.max_new_tokens, greedy=True)
-    report: dict[str, Any] = {"rows": len(rows), "decoding": "greedy"}
+    report: dict[str, Any] = {"rows": len(rows)}
     shown: list[Any] = []
-    for with_tools in (True, False):
-        name = "with_tools" if with_tools else "no_tool"
-        for control, subset in (("", rows), ("_shuffled_images", shuffled_rows(rows, cfg.seed))):
-            episodes = run_episodes(
-                policy,
-                subset,
-                with_tools=with_tools,
-                n=1,
-                params=params,
-                prompt_config=prompt_config,
-                tools=tools,
-                batch_size=rollout.batch_size,
-            )
-            report[name + control] = {
-                **protocol_metrics(episodes),
-                "accuracy_by_question_type": accuracy_by_question_type(episodes),
-            }
-            log.info("%s%s: %s", name, control, {k: round(v, 3) for k, v in protocol_metrics(episodes).items()})
-            if with_tools and not control:
-                shown = episodes
+    decodings = {
+        "sampled": SamplingParams(
+            temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=rollout.max_new_tokens
+        ),
+        "greedy": SamplingParams(max_new_tokens=rollout.max_new_tokens, greedy=True),
+    }
+    for decoding, params in decodings.items():
+        for with_tools in (True, False):
+            name = f"{decoding}/{'with_tools' if with_tools else 'no_tool'}"
+            for control, subset in (("", rows), ("_shuffled_images", shuffled_rows(rows, cfg.seed))):
+                torch.manual_seed(cfg.seed)
+                episodes = run_episodes(
+                    policy,
+                    subset,
+                    with_tools=with_tools,
+                    n=1,
+                    params=params,
+                    prompt_config=prompt_config,
+                    tools=tools,
+                    batch_size=rollout.batch_size,
+                )
+                metrics = protocol_metrics(episodes)
+                report[name + control] = {**metrics, "accuracy_by_question_type": accuracy_by_question_type(episodes)}
+                log.info("%s%s: %s", name, control, {k: round(v, 3) for k, v in metrics.items()})
+                if with_tools and decoding == "sampled" and not control:
+                    shown = episodes
     return report, shown

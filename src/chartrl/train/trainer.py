@@ -315,16 +315,30 @@ class Trainer:
         }
 
     def validate(self) -> dict[str, float]:
-        import torch
+        """Greedy rollouts on the validation questions, and on the same questions with each chart swapped for
+        another's (the shuffled-image control: accuracy that survives it does not come from the image)."""
+        from chartrl.rollout.checks import shuffled_rows
 
-        from chartrl.rewards import extract_answer, relaxed_accuracy
+        metrics = {}
+        for prefix, rows in (
+            ("val", self.val_rows),
+            ("val_shuffled_images", shuffled_rows(self.val_rows, self.job.train.seed)),
+        ):
+            episodes = self._greedy(rows)
+            metrics[f"{prefix}/accuracy"] = _accuracy(episodes)
+            if prefix == "val":
+                metrics.update(rollout_metrics(episodes, "val"))
+        return metrics
+
+    def _greedy(self, rows: Sequence[Row]) -> list[Any]:
+        import torch
 
         job = self.job
         torch.manual_seed(hash_seed(job.train.seed, -1))
         self.model.eval()
-        episodes = run_episodes(
+        return run_episodes(
             self.policy,
-            self.val_rows,
+            rows,
             with_tools=job.series.tools,
             n=1,
             params=SamplingParams(max_new_tokens=job.rollout.max_new_tokens, greedy=True),
@@ -332,11 +346,6 @@ class Trainer:
             tools=job.tools,
             batch_size=job.rollout.batch_size,
         )
-        accuracy = [
-            relaxed_accuracy(a, e.row.answer) if (a := extract_answer(e.final_response)) is not None else 0.0
-            for e in episodes
-        ]
-        return {"val/accuracy": sum(accuracy) / len(accuracy), **rollout_metrics(episodes, "val")}
 
     # ---------------------------------------------------------------------------------------------------------
     # Logging, checkpoints, resume
@@ -447,6 +456,17 @@ class Trainer:
         write_json(job.run_dir / "run.json", summary)
         (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
         return summary
+
+
+def _accuracy(episodes: Sequence[Any]) -> float:
+    """Mean relaxed accuracy of the extracted answers (no answer: 0), the rule scorer's accuracy."""
+    from chartrl.rewards import extract_answer, relaxed_accuracy
+
+    scores = [
+        relaxed_accuracy(answer, e.row.answer) if (answer := extract_answer(e.final_response)) is not None else 0.0
+        for e in episodes
+    ]
+    return sum(scores) / len(scores) if scores else 0.0
 
 
 def hash_seed(seed: int, step: int) -> int:

@@ -1,0 +1,88 @@
+"""Training benchmarks (part of `make bench`): one GRPO step of chartrl's local trainer against TRL's GRPOTrainer
+(what a user would pick for one device), same tiny model, questions, group size, completion length and reward,
+no tools (TRL's GRPOTrainer has no image-tool second pass), each in its own process for a clean peak RSS.
+
+Uses results/models/base (from `make run`) when it exists, else the tiny model warm-started briefly by
+bench_rollout's helper; rows from results/data/synthchart/val.parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import REPO, summary
+
+PROMPTS, N, MAX_NEW_TOKENS, STEPS = 4, 4, 48, 5
+
+
+def _run(which: str, model: Path, rows: Path) -> dict:
+    command = [
+        sys.executable,
+        str(REPO / "bench/train_peer.py"),
+        which,
+        "--model",
+        str(model),
+        "--rows",
+        str(rows),
+        "--steps",
+        str(STEPS),
+        "--prompts",
+        str(PROMPTS),
+        "--n",
+        str(N),
+        "--max-new-tokens",
+        str(MAX_NEW_TOKENS),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"{which} run failed:\n{result.stderr[-3000:]}")
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def _model_and_rows(workdir: Path) -> tuple[Path, Path, str]:
+    from chartrl.data.contract import write_split
+
+    base, val = REPO / "results/models/base", REPO / "results/data/synthchart/val.parquet"
+    if base.exists() and val.exists():
+        return base, val, "results/models/base"
+    from bench_rollout import _policy_and_rows
+
+    _, policy, rows, which = _policy_and_rows(workdir)
+    policy.model.save_pretrained(workdir / "model")
+    policy.processor.save_pretrained(workdir / "model")
+    return workdir / "model", write_split(rows, workdir / "val.parquet"), which
+
+
+def sections(args) -> list[str]:
+    with tempfile.TemporaryDirectory() as workdir:
+        model, rows, which = _model_and_rows(Path(workdir))
+        ours, trl = _run("chartrl", model, rows), _run("trl", model, rows)
+    # the first step pays for warm-up (allocations, lazy imports) in both: leave it out of the medians
+    our_steps, trl_steps = ours["step_seconds"][1:], trl["step_seconds"][1:]
+    ratio = statistics.median(trl_steps) / statistics.median(our_steps)
+    tokens = [t / s for t, s in zip(ours["tokens"][1:], our_steps, strict=True)]
+    return [
+        "## Training step: chartrl's local trainer against TRL's GRPOTrainer",
+        "",
+        f"Model: {which}. {PROMPTS} questions x {N} samples, at most {MAX_NEW_TOKENS} new tokens, v1_rule reward, "
+        f"no tools, full fine-tuning, AdamW, 2 threads, CPU; {STEPS} steps each, the first left out.",
+        "",
+        "| trainer | seconds per step | peak RSS (MB) |",
+        "|---|---|---|",
+        f"| chartrl (local backend) | {summary(our_steps)} | {ours['peak_rss_mb']:.0f} |",
+        f"| TRL GRPOTrainer | {summary(trl_steps)} | {trl['peak_rss_mb']:.0f} |",
+        "",
+        f"TRL / chartrl seconds per step (median): **{ratio:.2f}x**; chartrl processed {summary(tokens, 'tokens/s')} "
+        "(prompt + sampled tokens of the rollout). TRL's mean completion length per step: "
+        f"{[round(x, 1) for x in trl['mean_completion_length']]}.",
+        "",
+    ]

@@ -1,0 +1,189 @@
+"""One training run for bench_train, in its own process (so its peak RSS is its own): chartrl's trainer or TRL's
+GRPOTrainer on the same model, questions, group size, completion length and reward, no tools (TRL's GRPOTrainer
+has no two-pass image-tool loop), printing one JSON line with per-step wall times, tokens and peak RSS.
+
+    python bench/train_peer.py {chartrl,trl} --model DIR --rows PARQUET --steps K --prompts P --n N --max-new-tokens T
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO  # noqa: E402
+
+SERIES = {
+    "id": "bench",
+    "generation": "v1",
+    "kind": "train",
+    "tools": False,
+    "reward": {"name": "v1_rule"},
+    "algorithm": "grpo",
+}
+
+
+def run_chartrl(args) -> dict:
+    import torch
+
+    from chartrl.config import JudgeConfig, MlflowSettings, PromptConfig, load_config, to_plain
+    from chartrl.data.contract import read_split
+    from chartrl.model.policy import load_policy
+    from chartrl.rewards import build_reward
+    from chartrl.train.trainer import Trainer, TrainJob
+
+    torch.set_num_threads(2)
+    config = load_config(root=REPO)
+    import dataclasses
+
+    from chartrl.commands.train import series_from
+
+    train = dataclasses.replace(
+        config.train,
+        steps=args.steps,
+        prompts_per_step=args.prompts,
+        val_every=10_000,
+        val_rows=2,
+        checkpoint_every=10_000,
+        micro_batch_size=args.prompts * args.n,
+        lr=1e-5,
+    )
+    rollout = dataclasses.replace(
+        config.rollout, n=args.n, max_new_tokens=args.max_new_tokens, batch_size=args.prompts * args.n
+    )
+    rows = read_split(args.rows)
+    with tempfile.TemporaryDirectory() as workdir:
+        job = TrainJob(
+            series=series_from(SERIES, "x"),
+            train=train,
+            rollout=rollout,
+            prompts=PromptConfig(**to_plain(config.resolved["prompts"])),
+            tools=config.tools,
+            spec={"series": SERIES},
+            run_dir=Path(workdir) / "run",
+            mlflow=MlflowSettings(f"sqlite:///{workdir}/m.db", "bench"),
+            base_model=args.model,
+        )
+        policy = load_policy(args.model, train=True)
+        reward = build_reward("v1_rule", {}, JudgeConfig.from_dict({}))
+        trainer = Trainer(job, policy, reward, rows, rows[:2])
+        times, tokens = [], []
+        for step in range(1, args.steps + 1):
+            started = time.perf_counter()
+            metrics = trainer.train_step(step)
+            times.append(time.perf_counter() - started)
+            tokens.append(metrics["perf/tokens"])
+    return {"step_seconds": times, "tokens": tokens}
+
+
+def run_trl(args) -> dict:
+    import io
+
+    import datasets
+    import torch
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from chartrl.config import PromptConfig, load_config, to_plain
+    from chartrl.data.contract import read_split
+    from chartrl.rewards import RewardInput, get_reward
+    from chartrl.rollout.conversation import prompt_text
+
+    torch.set_num_threads(2)
+    config = load_config(root=REPO)
+    prompts = PromptConfig(**to_plain(config.resolved["prompts"]))
+    rows = read_split(args.rows)[: args.prompts * args.steps]
+    records = {
+        "prompt": [
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image"},
+                        {
+                            "type": "text",
+                            "text": prompt_text(r, with_tools=False, prompt_config=prompts, tool_names=()),
+                        },
+                    ],
+                }
+            ]
+            for r in rows
+        ],
+        "image": [Image.open(io.BytesIO(r.images[0])).convert("RGB") for r in rows],
+        "truth": [r.answer for r in rows],
+    }
+    dataset = datasets.Dataset.from_dict(records)
+    rule = get_reward("v1_rule", {})
+
+    def v1_rule(prompts, completions, truth, **kwargs):
+        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        return [
+            s["overall"]
+            for s in rule([RewardInput(response=t, ground_truth=g) for t, g in zip(texts, truth, strict=True)])
+        ]
+
+    class StepTimes(TrainerCallback):
+        def __init__(self):
+            self.times, self.started = [], None
+
+        def on_step_begin(self, args_, state, control, **kwargs):
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args_, state, control, **kwargs):
+            self.times.append(time.perf_counter() - self.started)
+
+    timer = StepTimes()
+    with tempfile.TemporaryDirectory() as workdir:
+        trainer = GRPOTrainer(
+            model=AutoModelForImageTextToText.from_pretrained(args.model),
+            processing_class=AutoProcessor.from_pretrained(args.model),
+            reward_funcs=v1_rule,
+            train_dataset=dataset,
+            args=GRPOConfig(
+                output_dir=workdir,
+                use_cpu=True,
+                max_steps=args.steps,
+                per_device_train_batch_size=args.prompts * args.n,
+                num_generations=args.n,
+                max_completion_length=args.max_new_tokens,
+                temperature=1.0,
+                top_k=0,
+                learning_rate=1e-5,
+                logging_steps=1,
+                report_to=[],
+                save_strategy="no",
+                bf16=False,
+                dataloader_num_workers=0,
+                seed=0,
+            ),
+            callbacks=[timer],
+        )
+        trainer.train()
+        logged = [h for h in trainer.state.log_history if "completions/mean_length" in h]
+    return {"step_seconds": timer.times, "mean_completion_length": [h["completions/mean_length"] for h in logged]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("which", choices=["chartrl", "trl"])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--rows", required=True)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    args = parser.parse_args()
+    result = run_chartrl(args) if args.which == "chartrl" else run_trl(args)
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
