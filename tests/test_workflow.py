@@ -100,7 +100,10 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
         lines = (smoke_run / f"results/runs/{series}/metrics.jsonl").read_text().splitlines()
         assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3, 4]
     warm = runs["base/warmstart"]
-    assert warm.data.params["warmstart.steps"] == "8" and "after_warmstart/sampled/with_tools/answer_rate" in warm.data.metrics
+    assert (
+        warm.data.params["warmstart.steps"] == "8"
+        and "after_warmstart/sampled/with_tools/answer_rate" in warm.data.metrics
+    )
     assert len(client.get_metric_history(warm.info.run_id, "warmstart/loss")) == 8
     run = runs["synthchart/data"]
     assert run.data.tags["stage"] == "data" and run.data.params["options.splits.train"] == "24"

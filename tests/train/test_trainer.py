@@ -191,3 +191,63 @@ def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_
         result = subprocess.run(command, capture_output=True, text=True)
         assert result.returncode == 2 and fragment in result.stderr, result.stderr[-2000:]
         assert not (tmp_path / "x/checkpoints").exists()
+
+
+def test_kl_and_lora_options_update_and_checkpoint(warm_model_dir, synth_rows, default_config, tmp_path):
+    """One in-process step with a KL term to the start policy, and one with LoRA: both update, log actor/kl,
+    and a LoRA checkpoint loads back as base model + adapter."""
+    import dataclasses
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from chartrl.commands.train import series_from
+    from chartrl.config import MlflowSettings
+    from chartrl.model.policy import load_policy
+    from chartrl.rewards import get_reward
+    from chartrl.train.trainer import Trainer, TrainJob
+
+    series = series_from(SERIES, "synth")
+    for name, kl_coef, lora in (("kl", 0.5, False), ("lora", 0.0, True)):
+        train = dataclasses.replace(
+            default_config.train,
+            steps=1,
+            prompts_per_step=2,
+            val_every=1,
+            val_rows=2,
+            checkpoint_every=1,
+            micro_batch_size=3,
+            lr=1e-3,
+            kl_coef=kl_coef,
+        )
+        job = TrainJob(
+            series=series,
+            train=train,
+            rollout=dataclasses.replace(default_config.rollout, **ROLLOUT),
+            prompts=default_config.prompts,
+            tools=default_config.tools,
+            spec={"case": name},
+            run_dir=tmp_path / name,
+            mlflow=MlflowSettings(f"sqlite:///{tmp_path}/m.db", "options"),
+            base_model=str(warm_model_dir),
+        )
+        policy = load_policy(warm_model_dir, train=True)
+        if lora:
+            policy.model = get_peft_model(
+                policy.model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+            )
+        trainable = {n: p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+        reward = get_reward("v2_shaped", {k: v for k, v in SERIES["reward"].items() if k != "name"})
+        summary = Trainer(job, policy, reward, synth_rows["train"], synth_rows["val"]).fit()
+        metrics = json.loads((tmp_path / name / "metrics.jsonl").read_text().splitlines()[1])
+        if "actor/loss" in metrics:  # not a fully degenerate step
+            changed = [
+                n for n, p in policy.model.named_parameters() if p.requires_grad and not torch.equal(p, trainable[n])
+            ]
+            assert changed, name
+        if kl_coef:
+            assert "actor/kl" in metrics or "actor/skipped" in metrics
+        if lora:
+            assert all("lora_" in n for n in trainable)  # only the adapter trains
+            reloaded = load_policy(summary["checkpoints"]["last"])
+            assert "Peft" in type(reloaded.model).__name__

@@ -71,7 +71,17 @@ def load_policy(path: str | Path, *, threads: int | None = None, train: bool = F
     if threads:
         torch.set_num_threads(threads)
     processor = AutoProcessor.from_pretrained(str(path))
-    model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32)
+    adapter = Path(path) / "adapter_config.json"
+    if adapter.exists():  # a LoRA checkpoint: the base model it was trained on, plus the adapter
+        import json
+
+        from peft import PeftModel
+
+        base_path = json.loads(adapter.read_text())["base_model_name_or_path"]
+        base = AutoModelForImageTextToText.from_pretrained(base_path, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, str(path), is_trainable=train)
+    else:
+        model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32)
     model.train(train)
     builder = create_continuous_token_builder(
         processor.tokenizer, processor=processor, hf_model_type=model.config.model_type

@@ -247,8 +247,12 @@ class Trainer:
                 batch_size=job.rollout.batch_size,
                 stats=stats,
             )
+        judge = getattr(self.reward, "judge", None)
+        before = judge_usage(judge)
         with timer("reward", metrics):
             scored = self.reward(reward_inputs(episodes))
+        # this step's judge calls, tokens, cache hits and failures (differences, so a resumed run logs the same)
+        metrics.update({key: value - before[key] for key, value in judge_usage(judge).items()})
         with timer("adv", metrics):
             batch = update_batch(episodes)
             scores = [s["overall"] for s in scored]
@@ -456,6 +460,14 @@ class Trainer:
         write_json(job.run_dir / "run.json", summary)
         (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
         return summary
+
+
+def judge_usage(judge) -> dict[str, float]:
+    if judge is None:
+        return {}
+    from chartrl.judge import usage_metrics
+
+    return usage_metrics(judge, "judge")
 
 
 def _accuracy(episodes: Sequence[Any]) -> float:
