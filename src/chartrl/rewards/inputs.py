@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-TOOL_OUTCOMES = ("none", "executed", "malformed", "failed")
+from chartrl.tools.calls import OUTCOMES as TOOL_OUTCOMES  # one definition: the tools say what happened
+
 """Did the policy call a tool, and did it run: ``none`` (no call), ``executed`` (parsed and ran), ``malformed``
 (a call the parser rejected), ``failed`` (a well-formed call the tool refused, e.g. a label not on the chart)."""
 

@@ -26,7 +26,6 @@ from chartrl.rollout import conversation
 from chartrl.rollout.sampling import SamplingParams, sample
 
 log = logging.getLogger(__name__)
-TOOL_OUTCOMES = ("none", "executed", "malformed", "failed")
 
 
 @dataclass
