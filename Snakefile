@@ -15,6 +15,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "rules/common.smk"
+include: "rules/launch.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/train.smk"

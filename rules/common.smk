@@ -1,5 +1,6 @@
 # Helpers shared by the rules: the typed config, target lists, the params each job depends on.
 import json
+import shlex
 from pathlib import Path
 
 from chartrl.config import parse_config, to_plain
@@ -30,7 +31,9 @@ def package_sources(*parts):
 
 DATA_CODE = package_sources("data", "config.py", "files.py", "progress.py", "tracking.py")
 MODEL_CODE = package_sources("model", "rollout", "tools", "prompts", "config.py", "files.py", "tracking.py")
-TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge")
+TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge", "launch.py")
+if CFG.backend == "verl":
+    TRAIN_CODE += package_sources("verl_backend")
 TRAIN_SERIES = [s.id for s in CFG.train_series]
 TRAIN_DATASET = CFG.resolved["train"]["dataset"]
 
@@ -95,17 +98,32 @@ def series_split(series, split):
 
 
 def train_job_spec(wildcards):
-    """What one train job depends on: its series (with its id) and the sections training reads."""
+    """What one train job depends on: its series (with its id) and the sections training reads (the verl backend
+    also reads model: and verl:)."""
     series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
-    sections = {name: to_plain(CFG.resolved[name]) for name in ("train", "rollout", "prompts", "tools", "judge")}
+    names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if CFG.backend == "verl" else ())
+    sections = {name: to_plain(CFG.resolved[name]) for name in names}
     return json.dumps({"series": series, **sections}, sort_keys=True)
 
 
 def train_targets():
-    """Local backend only; the verl backend's training arrives with the verl stage."""
-    if CFG.backend != "local":
-        return []
     return [f"results/runs/{series}/run.json" for series in TRAIN_SERIES]
+
+
+def verl_train_overrides(wildcards):
+    """The series' verl overrides (chartrl.verl_backend.overrides), shell-quoted, for the verl train command."""
+    from chartrl.verl_backend.overrides import train_overrides
+
+    return shlex.join(train_overrides(CFG, wildcards.series, os.getcwd()))
+
+
+def train_launch(wildcards):
+    """The launcher prefix of a train job (rules/launch.smk). A verl job's driver reserves one CPU: verl's own
+    workers reserve the GPUs inside the cluster; a local job reserves its threads and ray.job_gpus."""
+    if CFG.backend == "verl":
+        config_text = train_job_spec(wildcards) + verl_train_overrides(wildcards)
+        return launch_command("train", wildcards.series, config_text, num_cpus=1, num_gpus=0)
+    return launch_command("train", wildcards.series, train_job_spec(wildcards), CFG.train.threads, CFG.ray.job_gpus)
 
 
 def all_targets():

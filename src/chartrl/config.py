@@ -464,6 +464,56 @@ def train_config(section: Mapping[str, Any]) -> TrainConfig:
 
 
 @dataclass(frozen=True)
+class VerlConfig:
+    """The verl backend's settings beyond train/rollout (schema: verl; every key documented there)."""
+
+    nnodes: int
+    n_gpus_per_node: int
+    ppo_mini_batch_size: int
+    """Prompts per PPO mini-batch (verl multiplies it by rollout.n)."""
+    ppo_micro_batch_size_per_gpu: int
+    log_prob_micro_batch_size_per_gpu: int
+    tensor_model_parallel_size: int
+    gpu_memory_utilization: float
+    rollout_engine: str
+    max_prompt_length: int
+    max_tool_response_length: int
+    gradient_checkpointing: bool
+    param_offload: bool
+    optimizer_offload: bool
+    agent_num_workers: int
+    val_before_train: bool
+    extra_overrides: tuple[str, ...]
+
+    @property
+    def n_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+
+def verl_config(section: Mapping[str, Any]) -> VerlConfig:
+    return VerlConfig(**{**section, "extra_overrides": tuple(section["extra_overrides"])})
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """The Ray launcher and the local head (schema: ray)."""
+
+    address: str | None
+    """A running cluster's job API; the environment's RAY_ADDRESS wins over it."""
+    head_port: int | None
+    temp_dir: str | None
+    num_cpus: int | None
+    num_gpus: int | None
+    job_gpus: float
+    forward_env: tuple[str, ...]
+    stop_timeout_s: float
+
+
+def ray_config(section: Mapping[str, Any]) -> RayConfig:
+    return RayConfig(**{**section, "forward_env": tuple(section["forward_env"])})
+
+
+@dataclass(frozen=True)
 class Config:
     resolved: Mapping[str, Any]
     """The validated config with defaults filled (read-only)."""
@@ -481,6 +531,8 @@ class Config:
     extra_datasets: tuple[str, ...]
     samples_in_card: int
     judge: JudgeConfig
+    verl: VerlConfig
+    ray: RayConfig
 
     @property
     def model_path(self) -> str | None:
@@ -633,6 +685,10 @@ def _cross_check(config: Config) -> None:
             )
     problems += judge_problems(config.judge)
     problems += prompt_problems(config.prompts)
+    if config.backend == "verl":
+        from chartrl.verl_backend.checks import batch_problems
+
+        problems += batch_problems(config.train, config.rollout, config.verl)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
 
@@ -697,6 +753,8 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         extra_datasets=tuple(resolved["extra_datasets"]),
         samples_in_card=shared["samples_in_card"],
         judge=JudgeConfig.from_dict(resolved["judge"]),
+        verl=verl_config(resolved["verl"]),
+        ray=ray_config(resolved["ray"]),
     )
     _cross_check(config)
     return config

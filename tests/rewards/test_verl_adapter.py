@@ -27,7 +27,13 @@ SAMPLES = {
         {"accuracy": "panel"},
         "<answer>17</answer>",
         "42",
-        {"tool_outcome": "failed", "tool_calls": 1, "num_turns": 4, "rollout_reward_scores": {}},
+        {
+            "tool_outcome": "failed",
+            "tool_calls": 1,
+            "response_tokens": 100,
+            "num_turns": 4,
+            "rollout_reward_scores": {},
+        },
         -0.1,
     ),
     "r1v": ({}, "<think>x</think><answer>\\frac{1}{2}</answer>", "0.5", {}, 1.0),  # EasyR1 form

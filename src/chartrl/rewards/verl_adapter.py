@@ -16,6 +16,15 @@ module has one such function per reward, named after it, plus a generic :func:`c
 ``subset``, ``tool_outcome``, ``tool_calls``, ``response_tokens``, ``id``, ``data_source``); other keys verl adds
 (``num_turns``, ``rollout_reward_scores``, ...) are ignored, missing ones take the RewardInput defaults.
 
+verl passes the whole decoded response (every turn) and none of the episode's tool statistics, so for what
+``extra_info`` lacks the adapter reads the response itself (``chartrl.verl_backend.trajectory``): the final
+turn is what the answer and format are judged on; the tool outcome and the number of calling turns come from
+parsing each turn with our parser (verl's hermes parser drops malformed calls silently), label choices checked
+against the sample's ``bboxes``; and, when ``tokenizer`` names one, the response tokens are counted by
+re-encoding the model's turns. The series' ``reward_kwargs`` add ``tools`` (the tools offered: none for a
+no-tool series, whose response is one turn) and ``tokenizer`` (when the length term is on). A length term
+with neither ``response_tokens`` in ``extra_info`` nor a tokenizer is a configuration error, not a silent 0.
+
 Rewards (and their judges) are built once per worker process and parameter set. A judge-based reward judges each
 response as verl hands it over (one ``asyncio.run`` per call, on verl's reward threads).
 """
@@ -46,20 +55,46 @@ def _plain(value: Any) -> Any:
 
 
 def reward_input(
-    solution_str: str, ground_truth: Any, data_source: Any = "", extra_info: Mapping[str, Any] | None = None
+    solution_str: str,
+    ground_truth: Any,
+    data_source: Any = "",
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    tools: Sequence[str] | None = None,
+    max_calls: int = 1,
+    tokenizer: str | None = None,
 ) -> RewardInput:
-    """The RewardInput for one verl sample; ``extra_info`` fields override ``data_source`` when both are given."""
+    """The RewardInput for one verl sample: ``extra_info`` fields where given (they override ``data_source``),
+    the rest read from the response (the module doc says how)."""
+    from chartrl.verl_backend.trajectory import read_trajectory, response_tokens
+
     extra = _plain(dict(extra_info or {}))
+    trajectory = read_trajectory(str(solution_str), tools=tools, bboxes=extra.get("bboxes"), max_calls=max_calls)
+    derived: dict[str, Any] = {"tool_outcome": trajectory.tool_outcome, "tool_calls": trajectory.tool_calls}
+    if tokenizer and extra.get("response_tokens") is None:
+        derived["response_tokens"] = response_tokens(trajectory, _tokenizer(tokenizer))
     fields: dict[str, Any] = {"data_source": str(data_source or "")}
     for name in METADATA_FIELDS:
-        if extra.get(name) is not None:
-            fields[name] = int(extra[name]) if name in _INTEGER_FIELDS else str(extra[name])
-    return RewardInput(response=str(solution_str), ground_truth=str(ground_truth), **fields)
+        value = extra.get(name) if extra.get(name) is not None else derived.get(name)
+        if value is not None:
+            fields[name] = int(value) if name in _INTEGER_FIELDS else str(value)
+    return RewardInput(response=trajectory.final_response, ground_truth=str(ground_truth), **fields)
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 @lru_cache(maxsize=32)
 def _built(name: str, params_json: str, judge_json: str) -> Reward:
     return build_reward(name, json.loads(params_json), JudgeConfig.from_dict(json.loads(judge_json)))
+
+
+def _needs_length(reward: Reward) -> bool:
+    return float(reward.params.get("d_length", 0) or 0) > 0
 
 
 def compute_score(
@@ -71,15 +106,51 @@ def compute_score(
     reward: str = "v1_rule",
     params: Mapping[str, Any] | None = None,
     judge: Mapping[str, Any] | None = None,
+    tools: Sequence[str] | None = None,
+    max_calls: int = 1,
+    tokenizer: str | None = None,
     **_verl_kwargs: Any,
 ) -> dict[str, float]:
-    """Score one response with reward ``reward`` (``params`` and ``judge`` as in the config); returns
-    ``{"score": overall, "overall": ..., <parts>}``."""
+    """Score one response with reward ``reward`` (``params`` and ``judge`` as in the config; ``tools``,
+    ``max_calls`` and ``tokenizer`` as the module doc says); returns ``{"score": overall, "overall": ..., <parts>}``."""
     built = _built(
         reward, json.dumps(_plain(params or {}), sort_keys=True), json.dumps(_plain(judge or {}), sort_keys=True)
     )
-    [parts] = built([reward_input(solution_str, ground_truth, data_source, extra_info)])
+    tool_names = _plain(tools) if tools else None
+    item = reward_input(
+        solution_str, ground_truth, data_source, extra_info, tools=tool_names, max_calls=max_calls, tokenizer=tokenizer
+    )
+    if _needs_length(built) and not tokenizer and (extra_info or {}).get("response_tokens") is None:
+        raise ValueError(
+            f"reward {reward!r} has a length term (d_length={built.params['d_length']}) but verl passed no "
+            "response_tokens in extra_info and reward_kwargs names no tokenizer to count them; add "
+            "reward_kwargs.tokenizer=<model path> (chartrl verl overrides does) or set d_length: 0"
+        )
+    [parts] = built([item])
     return {"score": parts["overall"], **parts}
+
+
+def generation_record(
+    data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
+) -> dict[str, Any]:
+    """The reward of a verl generation job (``trainer.val_only``): the relaxed accuracy of the final answer as
+    verl's score (``acc``, so verl's own validation metrics mean something) and the row id (``row_id``), which
+    verl writes into each line of its generation dump, so the dump can be turned into the generations contract
+    (``chartrl.verl_backend.generations``). Scoring proper is done afterwards by our scorers."""
+    from chartrl.rewards.answers import extract_answer, relaxed_accuracy
+
+    extra = _plain(dict(extra_info or {}))
+    if "id" not in extra:
+        raise ValueError("extra_info has no 'id'; convert the data with chartrl.verl_backend.data")
+    answer = extract_answer(read_final_turn(str(solution_str)))
+    accuracy = relaxed_accuracy(answer, str(ground_truth)) if answer is not None else 0.0
+    return {"score": accuracy, "acc": accuracy, "row_id": str(extra["id"])}
+
+
+def read_final_turn(solution_str: str) -> str:
+    from chartrl.verl_backend.trajectory import split_response
+
+    return split_response(solution_str)[0][-1]
 
 
 def reward_function(name: str) -> Callable[..., dict[str, float]]:

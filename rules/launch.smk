@@ -1,0 +1,72 @@
+# How train jobs run (launcher: inline | ray), and the local Ray head of a run: with launcher: ray and no cluster
+# named (RAY_ADDRESS, ray.address), the workflow starts one head of its own when the run starts (its own ports
+# and temp folder, job API on loopback, a token) and stops it, and only it, when the run ends or fails.
+import atexit
+import shlex
+
+from chartrl.launch import judge_key_names, submission_id
+
+LOCAL_RAY_HEAD = CFG.launcher == "ray" and not os.environ.get("RAY_ADDRESS") and CFG.ray.address is None
+
+
+def judge_secret_names():
+    """The judge's key variables (names) for jobs that may call an OpenAI-compatible judge."""
+    judge = CFG.judge.to_dict()
+    members = [m for m in judge["panel"]["members"] if m.get("backend", judge["backend"]) == "openai"]
+    if judge["backend"] != "openai" and not members:
+        return []
+    return judge_key_names({**judge, "panel": {"members": members}})
+
+
+def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
+    """`chartrl launch ... --`, the prefix of a train (or generate) job's command: the same job config gives the
+    same Ray submission id, so a resubmission attaches to a running twin."""
+    parts = [
+        "chartrl launch",
+        f"--launcher {CFG.launcher}",
+        f"--submission-id {submission_id(kind, name, config_text)}",
+    ]
+    if CFG.launcher == "ray":
+        parts += [f"--num-cpus {num_cpus:g}", f"--num-gpus {num_gpus:g}"]
+        parts.append(f"--env {','.join(CFG.ray.forward_env)}")
+        secrets = judge_secret_names()
+        if secrets:
+            parts.append(f"--secret-env {','.join(secrets)}")
+        parts.append(f"--stop-timeout {CFG.ray.stop_timeout_s:g}")
+        if CFG.ray.address is not None:
+            parts.append(f"--ray-address {shlex.quote(CFG.ray.address)}")
+    return " ".join(parts) + " --"
+
+
+_HEAD = {}
+
+
+def _start_local_head():
+    from chartrl.ray_head import default_temp_dir, start_head, stop_head
+
+    temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())
+    state = start_head(temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus)
+    os.environ.update(state.client_env())  # every job shell of this run submits to it
+    _HEAD["state"] = state
+    atexit.register(_stop_local_head)  # also on Ctrl-C, when Snakemake calls neither onsuccess nor onerror
+
+
+def _stop_local_head():
+    from chartrl.ray_head import stop_head
+
+    state = _HEAD.pop("state", None)
+    if state is not None:
+        stop_head(state)
+
+
+onstart:
+    if LOCAL_RAY_HEAD:
+        _start_local_head()
+
+
+onsuccess:
+    _stop_local_head()
+
+
+onerror:
+    _stop_local_head()

@@ -1,0 +1,148 @@
+"""``chartrl verl ...``: the verl backend (GPU clusters).
+
+- ``chartrl verl overrides --series ID [--configfile F]``: the Hydra overrides of one series' verl job, one per
+  line (a train series: its training; an eval series: its generation job on the test split).
+- ``chartrl verl train --spec JSON --train P --val P --out DIR -- OVERRIDES...``: what the train rule runs.
+- ``chartrl verl merge --run run.json --checkpoint last|best_val|N --out DIR``: a checkpoint to Hugging Face.
+- ``chartrl verl generations --dump DIR --data P --tokenizer DIR --out P``: verl's dump -> generations contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import ConfigError, validate_section
+from chartrl.errors import UsageError
+
+log = logging.getLogger(__name__)
+SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl")
+
+
+def cmd_overrides(args: argparse.Namespace) -> int:
+    from chartrl.config import EvalSeries, load_config
+    from chartrl.verl_backend.overrides import GenerationFiles, generation_overrides, train_overrides
+
+    config = load_config(args.configfile, root=args.root)
+    if args.series not in config.series:
+        raise ConfigError(f"unknown series '{args.series}'; series are: {', '.join(config.series)}")
+    if isinstance(config.series[args.series], EvalSeries):
+        paths = GenerationFiles.of(args.series, args.workdir).paths()
+        lines = generation_overrides(config, args.series, workdir=args.workdir, **paths)
+    else:
+        lines = train_overrides(config, args.series, args.workdir)
+    print("\n".join(lines))
+    return 0
+
+
+def verl_spec(text: str) -> dict[str, Any]:
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--spec is not JSON: {err}") from err
+    if "series" not in spec or "id" not in spec["series"]:
+        raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
+    return {"series": spec["series"], **{name: validate_section(name, spec.get(name)) for name in SPEC_SECTIONS}}
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from chartrl.commands.train import series_from
+    from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
+    from chartrl.verl_backend.job import VerlTrainJob, run_train_job
+
+    spec = verl_spec(args.spec)
+    overrides = [o for o in args.overrides if o != "--"]
+    if not overrides:
+        raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
+    train = train_config(spec["train"])
+    job = VerlTrainJob(
+        series=series_from(spec["series"], train.dataset),
+        train=train,
+        prompts=PromptConfig(**spec["prompts"]),
+        tools=tools_config(spec["tools"]),
+        model=model_config(spec["model"]),
+        spec=spec,
+        overrides=overrides,
+        run_dir=Path(args.out),
+        train_split=Path(args.train),
+        val_split=Path(args.val),
+        mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
+    )
+    summary = run_train_job(job)
+    log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
+
+    run = json.loads(Path(args.run).read_text())
+    if run.get("backend") != "verl":
+        raise UsageError(f"{args.run} is a {run.get('backend')} run; only verl checkpoints need merging")
+    root = Path(next(iter(run["checkpoints"]["steps"].values()))).parents[1]
+    history = {int(k): v for k, v in run.get("val_history", {}).items()}
+    which = args.checkpoint if args.checkpoint in ("last", "best_val") else int(args.checkpoint)
+    print(merge_checkpoint(select_checkpoint(root, which, history), args.out))
+    return 0
+
+
+def cmd_generations(args: argparse.Namespace) -> int:
+    from chartrl.data.contract import read_split
+    from chartrl.verl_backend.generations import convert_dump
+
+    records = convert_dump(
+        args.dump,
+        read_split(args.data),
+        args.out,
+        tools=args.tools,
+        max_calls=args.max_calls,
+        tokenizer_path=args.tokenizer,
+        image_dir=args.images or Path(args.out).with_suffix("") / "images",
+        model=args.model or str(args.tokenizer),
+        response_length=args.response_length,
+    )
+    print(f"{len(records)} generations written to {args.out}")
+    return 0
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    verl = stages.add_parser("verl", help="the verl backend: overrides, training, checkpoints, generations")
+    commands = verl.add_subparsers(dest="command", required=True)
+
+    overrides = commands.add_parser("overrides", help="print one series' verl overrides, one per line")
+    overrides.add_argument("--series", required=True)
+    overrides.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake")
+    overrides.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
+    overrides.add_argument("--workdir", default=".", help="the workflow's working directory (results/ lives there)")
+    overrides.set_defaults(func=cmd_overrides)
+
+    train = commands.add_parser("train", help="train one series with verl (what the train rule runs)")
+    train.add_argument("--spec", required=True, help="JSON: the series (with id) and the sections it reads")
+    train.add_argument("--train", required=True, help="train split parquet (our contract)")
+    train.add_argument("--val", required=True, help="val split parquet (our contract)")
+    train.add_argument("--out", required=True, help="results/runs/{series}")
+    train.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
+    train.add_argument("--experiment", default="chartrl")
+    train.add_argument("overrides", nargs=argparse.REMAINDER, help="-- then the Hydra overrides")
+    train.set_defaults(func=cmd_train)
+
+    merge = commands.add_parser("merge", help="merge a verl checkpoint into a Hugging Face folder")
+    merge.add_argument("--run", required=True, help="results/runs/{series}/run.json of a verl run")
+    merge.add_argument("--checkpoint", default="last", help="last, best_val or a step number")
+    merge.add_argument("--out", required=True)
+    merge.set_defaults(func=cmd_merge)
+
+    generations = commands.add_parser("generations", help="verl's generation dump -> the generations contract")
+    generations.add_argument("--dump", required=True, help="the job's trainer.validation_data_dir")
+    generations.add_argument("--data", required=True, help="the split it generated on (our contract)")
+    generations.add_argument("--tokenizer", required=True, help="the policy folder (merged checkpoint)")
+    generations.add_argument("--tools", nargs="*", default=[], help="tools offered (none for a no-tool series)")
+    generations.add_argument("--max-calls", type=int, default=1)
+    generations.add_argument("--response-length", type=int, default=None)
+    generations.add_argument("--images", default=None, help="folder for edited charts")
+    generations.add_argument("--model", default=None, help="the model name written in each record")
+    generations.add_argument("--out", required=True)
+    generations.set_defaults(func=cmd_generations)

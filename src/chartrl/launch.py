@@ -1,0 +1,287 @@
+"""How a train or generate job runs, for either backend: one registry of launchers, chosen by ``launcher:``.
+
+- ``inline``: the command replaces the launcher's own process (``exec``): the job runs in the rule's process,
+  with the rule's environment; for debugging and for tests that do not exercise Ray.
+- ``ray``: the command is submitted as a Ray job to the cluster at ``RAY_ADDRESS`` (or ``ray.address``; the
+  workflow sets ``RAY_ADDRESS`` to the local head it starts when neither is given), so Ray places concurrent jobs
+  on the CPUs and GPUs they reserve. The launcher streams the job's log, and its exit code mirrors the job's
+  status (0 succeeded; the driver's exit code, or 1, failed; 143 stopped on SIGTERM, 130 on SIGINT).
+
+A Ray job's submission id is derived from what it runs (``chartrl-{kind}-{name}-{digest}``): submitting the same
+job while it runs attaches to it instead of starting a twin; once it has ended, a resubmission gets the next free
+id (``...-2``), since Ray never reuses one. ``ray job submit`` forwards no environment, so the launcher passes the
+variables named in ``ray.forward_env`` and the judge's key variables in the job's runtime environment; their values
+are read at submission and never written to a file or a log (only the names are logged). A SIGTERM from Snakemake
+(or Ctrl-C) stops the Ray job, which otherwise would outlive its client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from chartrl.errors import ChartrlError
+
+log = logging.getLogger(__name__)
+
+
+class LaunchError(ChartrlError):
+    """A job could not be submitted or followed (no cluster, a refused submission); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One command to run, and what Ray should reserve for it."""
+
+    command: tuple[str, ...]
+    submission_id: str
+    """Derived from the job's identity and config (:func:`submission_id`)."""
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    env_names: tuple[str, ...] = ()
+    """Environment variables to pass to the job when they are set here (values read at submission)."""
+    secret_names: tuple[str, ...] = ()
+    """Variables holding secrets (the judge's keys): passed like ``env_names``, but only where they must travel
+    (:meth:`RayJobLauncher.runtime_env`), and never logged."""
+    cwd: Path = field(default_factory=Path.cwd)
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def entrypoint(self) -> str:
+        """The shell line a Ray job runs: in the submitting working directory (the results live there; on a
+        multi-node cluster it must be a shared filesystem), the command exec'ed so Ray's stop signal reaches it."""
+        return f"cd {shlex.quote(str(self.cwd))} && exec {shlex.join(self.command)}"
+
+
+def submission_id(kind: str, name: str, config_text: str) -> str:
+    """``chartrl-{kind}-{name}-{12 hex of the config's digest}``: the same job config gives the same id."""
+    digest = hashlib.sha256(config_text.encode()).hexdigest()[:12]
+    return f"chartrl-{kind}-{name}-{digest}"
+
+
+class InlineLauncher:
+    name = "inline"
+
+    def run(self, job: Job, out: TextIO = sys.stdout) -> int:
+        """Replace this process with the command (never returns)."""
+        out.flush()
+        os.chdir(job.cwd)
+        os.execvp(job.command[0], list(job.command))
+        raise AssertionError("unreachable: execvp returns only by raising")
+
+
+ACTIVE = ("PENDING", "RUNNING")
+LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
+"""Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
+SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+def ray_address(configured: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The cluster's job API: ``RAY_ADDRESS`` wins over ``ray.address``."""
+    address = environ.get("RAY_ADDRESS") or configured
+    if not address:
+        raise LaunchError(
+            "launcher: ray needs a Ray cluster: set RAY_ADDRESS (e.g. http://head-node:8265) or ray.address, or run "
+            "through Snakemake, which starts a local head for the run; or use launcher: inline"
+        )
+    return address if "://" in address else f"http://{address}"
+
+
+class RayJobLauncher:
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        stop_timeout_s: float = 60.0,
+        poll_s: float = 0.5,
+        environ: Mapping[str, str] | None = None,
+    ):
+        self.environ = os.environ if environ is None else environ
+        self.address = ray_address(address, self.environ)
+        self.stop_timeout_s, self.poll_s = stop_timeout_s, poll_s
+        self._stop_signal: int | None = None
+
+    @property
+    def local_head(self) -> bool:
+        """Whether the cluster is the local head the workflow started (``chartrl.ray_head`` marks it)."""
+        return bool(self.environ.get(LOCAL_HEAD_ENV)) and self.environ.get("RAY_ADDRESS") == self.address
+
+    def client(self):
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            return JobSubmissionClient(self.address)
+        except Exception as err:  # noqa: BLE001 (ConnectionError, RuntimeError, auth errors: all mean "no cluster")
+            raise LaunchError(
+                f"cannot reach the Ray job API at {self.address}: {err}. Is the cluster up (RAY_ADDRESS, ray.address)?"
+            ) from err
+
+    def runtime_env(self, job: Job) -> dict[str, str]:
+        """The variables the job gets. Secrets (the judge's keys) travel only to a cluster that is not the local
+        head: the local head was started from the workflow's environment, so its jobs inherit them, and Ray 2.60
+        logs every runtime env it sets up, values included (``runtime_env_agent.log``)."""
+        env = {name: self.environ[name] for name in job.env_names if name in self.environ}
+        secrets = [name for name in job.secret_names if name in self.environ]
+        if secrets and not self.local_head:
+            log.warning(
+                "passing %s to the Ray job in its runtime env, as the job needs it; Ray writes runtime envs into "
+                "the cluster's runtime_env_agent.log, so prefer setting it in the cluster's own environment",
+                ", ".join(secrets),
+            )
+            env.update({name: self.environ[name] for name in secrets})
+        return env
+
+    # ---------------------------------------------------------------------------------------------------------
+
+    def run(self, job: Job, out: TextIO = sys.stdout) -> int:
+        client = self.client()
+        sid = self.submit_or_attach(client, job)
+
+        def on_signal(signum, _frame):
+            if self._stop_signal is None:
+                self._stop_signal = signum
+                log.warning("signal %d: stopping Ray job %s", signum, sid)
+                self._stop(client, sid)
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in SIGNAL_EXIT}
+        try:
+            asyncio.run(self._follow(client, sid, out))
+            status = self._wait_terminal(client, sid)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return self.exit_code(client, sid, status)
+
+    def submit_or_attach(self, client, job: Job) -> str:
+        ours = {j.submission_id: _status(j.status) for j in self._jobs(client, job)}
+        running = sorted(sid for sid, status in ours.items() if status in ACTIVE)
+        if running:
+            log.info("job %s is already %s on %s: attaching to it", running[0], ours[running[0]], self.address)
+            return running[0]
+        sid, attempt = job.submission_id, 1
+        while sid in ours:
+            attempt += 1
+            sid = f"{job.submission_id}-{attempt}"
+        env = self.runtime_env(job)
+        log.info(
+            "submitting %s to %s (%g CPUs, %g GPUs; environment passed: %s)",
+            sid,
+            self.address,
+            job.num_cpus,
+            job.num_gpus,
+            ", ".join(sorted(env)) or "none",
+        )
+        return client.submit_job(
+            entrypoint=job.entrypoint(),
+            submission_id=sid,
+            runtime_env={"env_vars": env} if env else None,
+            entrypoint_num_cpus=job.num_cpus,
+            entrypoint_num_gpus=job.num_gpus,
+            metadata={"chartrl": "1", **dict(job.metadata)},
+        )
+
+    @staticmethod
+    def _jobs(client, job: Job) -> list:
+        base = job.submission_id
+        return [
+            j
+            for j in client.list_jobs()
+            if j.submission_id and (j.submission_id == base or j.submission_id.startswith(base + "-"))
+        ]
+
+    def _stop(self, client, sid: str) -> None:
+        try:
+            client.stop_job(sid)
+        except Exception as err:  # noqa: BLE001 (the job may have ended meanwhile: reported, not fatal)
+            log.warning("stopping %s: %s", sid, err)
+
+    async def _follow(self, client, sid: str, out: TextIO) -> None:
+        """Stream the job's log while it runs; once it has ended, print the rest of its log at once. (Ray's log
+        stream lags the job by several seconds, which would be each job's overhead if we waited for it.)"""
+        printed = 0
+
+        async def tail() -> None:
+            nonlocal printed
+            async for chunk in client.tail_job_logs(sid):
+                out.write(chunk)
+                out.flush()
+                printed += len(chunk)
+
+        task = asyncio.create_task(tail())
+        while _status(await asyncio.to_thread(client.get_job_status, sid)) in ACTIVE:
+            await asyncio.wait({task}, timeout=self.poll_s)
+        task.cancel()
+        if not task.cancelled() and task.done() and task.exception() is not None:
+            log.warning("the log stream of %s broke (%s)", sid, task.exception())
+        rest = (await asyncio.to_thread(client.get_job_logs, sid))[printed:]
+        out.write(rest)
+        out.flush()
+
+    def _wait_terminal(self, client, sid: str) -> str:
+        deadline = None
+        while True:
+            status = _status(client.get_job_status(sid))
+            if status not in ACTIVE:
+                return status
+            if self._stop_signal is not None:
+                deadline = deadline or time.monotonic() + self.stop_timeout_s
+                if time.monotonic() > deadline:
+                    log.error("job %s still %s %gs after it was asked to stop", sid, status, self.stop_timeout_s)
+                    return status
+            time.sleep(self.poll_s)
+
+    def exit_code(self, client, sid: str, status: str) -> int:
+        if self._stop_signal is not None:
+            return SIGNAL_EXIT[self._stop_signal]
+        if status == "SUCCEEDED":
+            return 0
+        info = client.get_job_info(sid)
+        code = getattr(info, "driver_exit_code", None)
+        reason = (info.message or "").splitlines()[0] if info.message else ""
+        log.error("job %s ended %s (driver exit code %s): %s", sid, status, code, reason)
+        return int(code) if code not in (None, 0) else 1
+
+
+def _status(status: Any) -> str:
+    return str(getattr(status, "value", status))
+
+
+LAUNCHERS: dict[str, type] = {"inline": InlineLauncher, "ray": RayJobLauncher}
+
+
+def get_launcher(name: str, **options: Any):
+    if name not in LAUNCHERS:
+        raise LaunchError(f"unknown launcher {name!r}; launchers: {', '.join(sorted(LAUNCHERS))}")
+    return LAUNCHERS[name](**options) if name == "ray" else LAUNCHERS[name]()
+
+
+def judge_key_names(judge: Mapping[str, Any]) -> list[str]:
+    """The environment variables holding the judge's keys (top level and panel members), by name."""
+    names = [judge.get("api_key_env")]
+    names += [m.get("api_key_env") for m in judge.get("panel", {}).get("members", [])]
+    return sorted({n for n in names if n})
+
+
+def run_job(
+    launcher_name: str, job: Job, ray_options: Mapping[str, Any] | None = None, out: TextIO = sys.stdout
+) -> int:
+    launcher = get_launcher(launcher_name, **(dict(ray_options or {}) if launcher_name == "ray" else {}))
+    return launcher.run(job, out)
+
+
+def main_command(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command after ``--``."""
+    command = tuple(argv[1:] if argv and argv[0] == "--" else argv)
+    if not command:
+        raise LaunchError("no command to launch: give it after `--`")
+    return command

@@ -1,0 +1,278 @@
+"""The local Ray head a pipeline run starts for itself (``launcher: ray`` and no ``RAY_ADDRESS``), and stops.
+
+Two Ray clusters on one host collide on Ray's default ports, and ``ray stop`` stops every Ray process of the user.
+So the head gets its own block of 100 consecutive ports (GCS, dashboard and job API, client server, node manager,
+object manager, metrics, the agents; workers take the last 80) and its own temp folder, and it is started as
+``ray start --head --block`` in a new session: stopping it signals that one process, which shuts its cluster
+down, and then ends whatever is left in that session, by process id, and nothing else.
+
+The job API listens on loopback only (``--dashboard-host 127.0.0.1``), and the cluster requires a token (Ray's
+token authentication, the token in the head's temp folder, readable by the user only). Ray 2.60 itself resolves
+``--node-ip-address 127.0.0.1`` to the machine's address for its internal gRPC servers
+(``ray._private.services.resolve_ip_for_localhost``), which is why the token matters.
+
+The head's environment is the workflow's, so its jobs inherit it (the judge's key included: it never travels
+through Ray). ``start`` returns the variables a client needs (``RAY_ADDRESS``, the token settings); the workflow
+exports them for its jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from chartrl.errors import ChartrlError
+from chartrl.launch import ACTIVE, LOCAL_HEAD_ENV
+
+log = logging.getLogger(__name__)
+PORTS_PER_HEAD = 100
+STATE_FILE = "chartrl-head.json"
+PORT_OFFSETS = {
+    "port": 0,
+    "dashboard_port": 1,
+    "ray_client_server_port": 2,
+    "node_manager_port": 3,
+    "object_manager_port": 4,
+    "metrics_export_port": 5,
+    "dashboard_agent_listen_port": 6,
+    "dashboard_agent_grpc_port": 7,
+    "runtime_env_agent_port": 8,
+}
+WORKER_PORTS = (20, PORTS_PER_HEAD - 1)
+
+
+class HeadError(ChartrlError):
+    """The local head could not start (the message holds the end of its log)."""
+
+
+@dataclass(frozen=True)
+class HeadState:
+    pid: int
+    """The ``ray start --block`` process; its session holds the whole cluster."""
+    temp_dir: str
+    base_port: int
+    address: str
+    """The job API, http://127.0.0.1:<dashboard port>."""
+    token_path: str
+
+    def client_env(self) -> dict[str, str]:
+        """What a job client (the launcher, a job's driver) needs to reach this head."""
+        return {
+            "RAY_ADDRESS": self.address,
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": self.token_path,
+            LOCAL_HEAD_ENV: self.temp_dir,
+        }
+
+
+def default_temp_dir(workdir: str | Path) -> Path:
+    """/tmp/chartrl-ray-<8 hex of the working directory>: one head per working directory, and a short path
+    (Ray's AF_UNIX socket paths under it must stay within 107 characters)."""
+    digest = hashlib.sha256(str(Path(workdir).resolve()).encode()).hexdigest()[:8]
+    return Path("/tmp") / f"chartrl-ray-{digest}"
+
+
+def ports_free(base: int, count: int = PORTS_PER_HEAD) -> bool:
+    for port in range(base, base + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free to a server
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port_block(start: int = 20000, stop: int = 60000, seed: str = "") -> int:
+    """A block of PORTS_PER_HEAD free ports, probed from a point derived from ``seed`` (so two workflows in
+    different folders rarely probe the same block first)."""
+    span = (stop - start) // PORTS_PER_HEAD
+    first = int(hashlib.sha256(seed.encode()).hexdigest(), 16) % span if seed else 0
+    for k in range(span):
+        base = start + ((first + k) % span) * PORTS_PER_HEAD
+        if ports_free(base):
+            return base
+    raise HeadError(f"no block of {PORTS_PER_HEAD} free ports between {start} and {stop}; set ray.head_port")
+
+
+def ray_executable() -> str:
+    beside = Path(sys.executable).parent / "ray"
+    found = str(beside) if beside.exists() else shutil.which("ray")
+    if not found:
+        raise HeadError(
+            "the `ray` command is not installed beside this Python nor on PATH (pip install 'ray[default]')"
+        )
+    return found
+
+
+def head_command(state: HeadState, num_cpus: int | None, num_gpus: int | None) -> list[str]:
+    base = state.base_port
+    command = [ray_executable(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1"]
+    command += ["--dashboard-host", "127.0.0.1", "--temp-dir", state.temp_dir]
+    for option, offset in PORT_OFFSETS.items():
+        command += [f"--{option.replace('_', '-')}", str(base + offset)]
+    command += ["--min-worker-port", str(base + WORKER_PORTS[0]), "--max-worker-port", str(base + WORKER_PORTS[1])]
+    if num_cpus is not None:
+        command += ["--num-cpus", str(num_cpus)]
+    if num_gpus is not None:
+        command += ["--num-gpus", str(num_gpus)]
+    return command + ["--disable-usage-stats", "--include-log-monitor", "false"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(temp_dir: str | Path) -> HeadState | None:
+    path = Path(temp_dir) / STATE_FILE
+    if not path.is_file():
+        return None
+    return HeadState(**json.loads(path.read_text()))
+
+
+def _request(state: HeadState, method: str, path: str, timeout_s: float = 5.0):
+    """One call to the head's job REST API (``/api/...``) with its token. Plain HTTP rather than Ray's client:
+    Ray reads its authentication settings once per process, and this process may have imported Ray before."""
+    import urllib.request
+
+    token = Path(state.token_path).read_text().strip()
+    request = urllib.request.Request(
+        state.address + path,
+        method=method,
+        headers={"Authorization": f"Bearer {token}"},
+        data=b"" if method == "POST" else None,
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.loads(response.read() or b"null")
+
+
+def _api_ready(state: HeadState) -> bool:
+    try:
+        _request(state, "GET", "/api/jobs/")
+        return True
+    except OSError:  # connection refused, a 5xx while the dashboard starts (URLError and HTTPError are OSErrors)
+        return False
+
+
+def start_head(
+    temp_dir: str | Path,
+    *,
+    base_port: int | None = None,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    timeout_s: float = 90.0,
+) -> HeadState:
+    """Start the head (or return the one already running from ``temp_dir``) and wait until its job API answers."""
+    temp_dir = Path(temp_dir).resolve()
+    running = read_state(temp_dir)
+    if running is not None and _alive(running.pid) and _api_ready(running):
+        log.info("local Ray head already running at %s (pid %d)", running.address, running.pid)
+        return running
+    temp_dir.mkdir(parents=True, exist_ok=True)
+    base = base_port if base_port is not None else free_port_block(seed=str(temp_dir))
+    if base_port is not None and not ports_free(base):
+        raise HeadError(f"ports {base}-{base + PORTS_PER_HEAD - 1} (ray.head_port) are not all free; pick another")
+    token = temp_dir / "auth_token"
+    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    state = HeadState(0, str(temp_dir), base, f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}", str(token))
+    env = {**os.environ, **state.client_env()}
+    env.pop("RAY_ADDRESS")  # the head is not a client of itself
+    started = time.monotonic()
+    with open(temp_dir / "head.log", "ab") as head_log:
+        process = subprocess.Popen(
+            head_command(state, num_cpus, num_gpus),
+            env=env,
+            stdout=head_log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    state = HeadState(process.pid, state.temp_dir, state.base_port, state.address, state.token_path)
+    while not _api_ready(state):
+        if process.poll() is not None or time.monotonic() - started > timeout_s:
+            stop_head(state)
+            tail = (temp_dir / "head.log").read_text(errors="replace")[-3000:]
+            raise HeadError(f"the local Ray head did not come up in {timeout_s:.0f}s; its log ends:\n{tail}")
+        time.sleep(0.25)
+    (temp_dir / STATE_FILE).write_text(json.dumps(asdict(state)))
+    log.info("local Ray head up at %s in %.1fs (pid %d, ports %d-%d)", state.address,
+             time.monotonic() - started, state.pid, base, base + PORTS_PER_HEAD - 1)  # fmt: skip
+    return state
+
+
+def session_processes(session_id: int) -> list[int]:
+    """Ids of the processes in session ``session_id`` (what ``ray start --block`` and its cluster run in)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == session_id and fields[0] != "Z":  # after "pid (comm)": state ppid pgrp session
+            found.append(int(entry.name))  # (a zombie is dead already: it waits for whoever reaps it)
+    return found
+
+
+def stop_jobs(state: HeadState, timeout_s: float = 15.0) -> None:
+    """Ask every job still running on this head to stop (their drivers run in sessions of their own)."""
+    try:
+        active = [j["submission_id"] for j in _request(state, "GET", "/api/jobs/") if j["status"] in ACTIVE]
+        for sid in active:
+            _request(state, "POST", f"/api/jobs/{sid}/stop")
+        deadline = time.monotonic() + timeout_s
+        while active and time.monotonic() < deadline:
+            active = [sid for sid in active if _request(state, "GET", f"/api/jobs/{sid}")["status"] in ACTIVE]
+            time.sleep(0.2)
+    except OSError as err:  # the head may already be gone: stopping goes on
+        log.warning("could not stop the jobs of %s: %s", state.address, err)
+
+
+def stop_head(state: HeadState, timeout_s: float = 30.0) -> None:
+    """Stop this head and only it: its running jobs, then SIGTERM to ``ray start --block`` (it shuts its cluster
+    down), then SIGKILL to any process of its session still there."""
+    if state.pid and _alive(state.pid):
+        stop_jobs(state)
+        os.kill(state.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while _alive(state.pid) and time.monotonic() < deadline:
+            try:
+                os.waitpid(state.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            time.sleep(0.1)
+    if state.pid:
+        for pid in session_processes(state.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5.0  # a SIGKILL is delivered asynchronously
+        while session_processes(state.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            os.waitpid(state.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    (Path(state.temp_dir) / STATE_FILE).unlink(missing_ok=True)
+    log.info("local Ray head %s stopped", state.address)

@@ -1,0 +1,17 @@
+"""The verl backend: chartrl's series run by verl (``python -m verl.trainer.main_ppo``) on a Ray cluster.
+
+- chartrl.verl_backend.hydra        Hydra override syntax for Python values (``key=value`` strings)
+- chartrl.verl_backend.overrides    series config -> the Hydra overrides of one train job, one generation job
+- chartrl.verl_backend.checks       batch divisibility and sizes, before anything launches
+- chartrl.verl_backend.data         our parquet contract -> verl's RL dataset parquet
+- chartrl.verl_backend.trajectory   verl's decoded response text -> assistant turns, observations, tool outcome
+- chartrl.verl_backend.generations  verl's validation dumps -> our generations contract
+- chartrl.verl_backend.checkpoints  verl's FSDP checkpoints: find one, merge it to Hugging Face format
+- chartrl.verl_backend.metrics      the series' MLflow run -> results/runs/{series}/metrics.jsonl
+- chartrl.verl_backend.job          ``chartrl verl train``: prepare, run main_ppo, export, write run.json
+
+verl itself cannot run on the CPU (no CPU platform for its FSDP engine, rollouts need vLLM/SGLang), so this
+package is validated on the CPU through verl's own config schema and loaders: the overrides compose against the
+installed ``ppo_trainer`` config and convert to verl's dataclasses, the data loads with ``RLHFDataset``, our tools
+and rewards load through verl's registries, the model merger runs on a checkpoint in verl's layout.
+"""

@@ -1,0 +1,114 @@
+"""verl's checkpoints: find one, and merge it into a Hugging Face folder with verl's own model merger.
+
+verl 0.9.1 (``FSDPCheckpointManager``, ``find_latest_ckpt_path``) writes, under ``trainer.default_local_dir``::
+
+    latest_checkpointed_iteration.txt        the last step saved
+    global_step_{N}/actor/
+        model_world_size_{W}_rank_{r}.pt      the FSDP shards of the policy (one per rank)
+        fsdp_config.json                      {"FSDP_version": .., "world_size": W}
+        huggingface/                          config, tokenizer and processor of the model
+        lora_train_meta.json                  (LoRA runs) rank and alpha
+
+An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge --backend fsdp --local_dir
+<actor> --target_dir <out>`` gathers the shards (bf16 weights; under LoRA the base weights plus ``lora_adapter/``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from chartrl.errors import ChartrlError
+from chartrl.files import atomic_dir
+
+STEP_DIR = re.compile(r"^global_step_(\d+)$")
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+class CheckpointError(ChartrlError):
+    """A checkpoint asked for does not exist or cannot be merged."""
+
+
+def is_complete(actor_dir: Path) -> bool:
+    config = actor_dir / "fsdp_config.json"
+    if not config.is_file() or not (actor_dir / "huggingface").is_dir():
+        return False
+    world_size = json.loads(config.read_text()).get("world_size")
+    return isinstance(world_size, int) and all(
+        (actor_dir / f"model_world_size_{world_size}_rank_{rank}.pt").is_file() for rank in range(world_size)
+    )
+
+
+def verl_checkpoints(root: str | Path) -> dict[int, Path]:
+    """step -> ``global_step_{N}/actor`` for every complete checkpoint under ``root``, by step."""
+    folder = Path(root)
+    if not folder.is_dir():
+        return {}
+    found = {}
+    for path in folder.iterdir():
+        match = STEP_DIR.match(path.name)
+        if match and is_complete(path / "actor"):
+            found[int(match.group(1))] = path / "actor"
+    return dict(sorted(found.items()))
+
+
+def last_step(root: str | Path) -> int | None:
+    """The step verl's tracker file names (what ``resume_mode=auto`` resumes from), or None."""
+    tracker = Path(root) / TRACKER
+    return int(tracker.read_text().strip()) if tracker.is_file() else None
+
+
+def select_checkpoint(root: str | Path, which: str | int, val_history: dict[int, float] | None = None) -> Path:
+    """The actor folder of checkpoint ``which``: ``last``, ``best_val`` (the saved step with the best validation
+    accuracy in ``val_history``, else the last) or a step number."""
+    found = verl_checkpoints(root)
+    if not found:
+        raise CheckpointError(f"no complete verl checkpoint under {root}; did the train job save any (save_freq)?")
+    if which == "last":
+        step = last_step(root)
+        return found[step] if step in found else found[max(found)]
+    if which == "best_val":
+        scored = [(accuracy, step) for step, accuracy in (val_history or {}).items() if step in found]
+        return found[max(scored)[1]] if scored else found[max(found)]
+    step = int(which)
+    if step not in found:
+        raise CheckpointError(f"no checkpoint of step {step} under {root}; saved steps: {', '.join(map(str, found))}")
+    return found[step]
+
+
+def merge_command(actor_dir: str | Path, target_dir: str | Path, python: str = sys.executable) -> list[str]:
+    """verl's model merger on one FSDP checkpoint (the command its docs give)."""
+    return [
+        python,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        "fsdp",
+        "--local_dir",
+        str(actor_dir),
+        "--target_dir",
+        str(target_dir),
+    ]
+
+
+def merge_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
+    """Merge ``actor_dir`` into the Hugging Face folder ``target_dir`` (written whole or not at all)."""
+    actor_dir = Path(actor_dir)
+    if not is_complete(actor_dir):
+        raise CheckpointError(
+            f"{actor_dir} is not a complete verl FSDP checkpoint (fsdp_config.json, huggingface/, one "
+            "model_world_size_W_rank_r.pt per rank)"
+        )
+    with atomic_dir(target_dir) as tmp:
+        shutil.rmtree(tmp)  # the merger creates its target itself
+        result = subprocess.run(merge_command(actor_dir, tmp), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CheckpointError(
+                f"verl's model merger failed on {actor_dir} (exit {result.returncode}):\n{result.stderr[-3000:]}"
+            )
+    return Path(target_dir)

@@ -1,0 +1,99 @@
+"""The batch arithmetic verl needs, checked before anything launches, each problem naming the numbers to change.
+
+verl 0.9.1 splits work like this (``verl/utils/config.py`` ``validate_config``, ``verl/workers/config/actor.py``
+``ActorConfig.validate``, ``verl/workers/engine_workers.py``, ``verl/protocol.py`` ``DataProto.chunk``):
+
+- a step rolls out ``train_batch_size x n`` sequences and splits them evenly over all GPUs;
+- the actor updates in mini-batches of ``ppo_mini_batch_size`` prompts (``x n`` sequences), split evenly over the
+  data-parallel ranks (every GPU, without sequence parallelism), each rank accumulating gradients over
+  micro-batches of ``ppo_micro_batch_size_per_gpu``;
+- each vLLM replica spans ``tensor_model_parallel_size`` GPUs.
+
+A violation surfaces on the cluster, minutes in, as ``only support equal chunk`` or a bare assertion; here it is a
+config error before the job starts. The train and rollout sections are shared with the local backend, so the
+names below are chartrl's config keys, with verl's name in brackets.
+"""
+
+from __future__ import annotations
+
+from chartrl.config import RolloutConfig, TrainConfig, VerlConfig
+
+
+def _multiples(base: int, near: int, count: int = 2) -> str:
+    """The nearest multiples of ``base`` around ``near``, for a suggestion (``16 or 24``)."""
+    lower = max(base, (near // base) * base)
+    candidates = sorted({lower, lower + base} - {near})[:count]
+    return " or ".join(str(c) for c in candidates)
+
+
+def batch_problems(train: TrainConfig, rollout: RolloutConfig, verl: VerlConfig) -> list[str]:
+    """Every batch-size rule the settings break (empty when verl can split the work)."""
+    problems = []
+    gpus = verl.n_gpus
+    gpus_text = f"{gpus} GPUs (verl.nnodes {verl.nnodes} x verl.n_gpus_per_node {verl.n_gpus_per_node})"
+    prompts, n, mini = train.prompts_per_step, rollout.n, verl.ppo_mini_batch_size
+    sequences = prompts * n
+    if sequences % gpus:
+        problems.append(
+            f"train.prompts_per_step {prompts} [data.train_batch_size] x rollout.n {n} = {sequences} rollouts per "
+            f"step do not split evenly over {gpus_text}; make train.prompts_per_step x rollout.n a multiple of "
+            f"{gpus} (e.g. train.prompts_per_step {_multiples(gpus // _gcd(gpus, n), prompts)})"
+        )
+    if mini > prompts:
+        problems.append(
+            f"verl.ppo_mini_batch_size {mini} is larger than train.prompts_per_step {prompts} "
+            f"[actor.ppo_mini_batch_size > data.train_batch_size]; lower verl.ppo_mini_batch_size to at most {prompts}"
+        )
+    elif prompts % mini:
+        problems.append(
+            f"train.prompts_per_step {prompts} is not a multiple of verl.ppo_mini_batch_size {mini}, so a step's "
+            f"last mini-batch would be partial; set verl.ppo_mini_batch_size to a divisor of {prompts} "
+            f"(e.g. {_divisors_near(prompts, mini)})"
+        )
+    mini_sequences = mini * n
+    if mini_sequences % gpus:
+        problems.append(
+            f"verl.ppo_mini_batch_size {mini} x rollout.n {n} = {mini_sequences} sequences per mini-batch do not "
+            f"split evenly over {gpus_text}; make verl.ppo_mini_batch_size x rollout.n a multiple of {gpus}"
+        )
+    elif (mini_sequences // gpus) % verl.ppo_micro_batch_size_per_gpu:
+        per_gpu = mini_sequences // gpus
+        problems.append(
+            f"each GPU gets {per_gpu} sequences per mini-batch (verl.ppo_mini_batch_size {mini} x rollout.n {n} / "
+            f"{gpus} GPUs), not a multiple of verl.ppo_micro_batch_size_per_gpu {verl.ppo_micro_batch_size_per_gpu}; "
+            f"set verl.ppo_micro_batch_size_per_gpu to a divisor of {per_gpu} (e.g. {_divisors_near(per_gpu, 4)})"
+        )
+    if gpus % verl.tensor_model_parallel_size:
+        problems.append(
+            f"verl.tensor_model_parallel_size {verl.tensor_model_parallel_size} does not divide the {gpus_text}; "
+            f"choose a divisor of {gpus}"
+        )
+    if rollout.n < 2:
+        problems.append(f"rollout.n = {rollout.n}: a GRPO group of one response has advantage 0; set rollout.n >= 2")
+    return problems
+
+
+def dataset_problems(train_rows: int, val_rows: int, prompts_per_step: int) -> list[str]:
+    """What the converted data must hold: verl's train loader drops a last partial batch, so fewer questions than
+    one batch means zero steps."""
+    problems = []
+    if train_rows < prompts_per_step:
+        problems.append(
+            f"the train split has {train_rows} questions, fewer than train.prompts_per_step {prompts_per_step} "
+            "(verl's loader drops the partial batch: no step would run); lower train.prompts_per_step or build "
+            "a larger train split"
+        )
+    if val_rows == 0:
+        problems.append("the validation split is empty; give the dataset a val split with rows")
+    return problems
+
+
+def _gcd(a: int, b: int) -> int:
+    from math import gcd
+
+    return gcd(a, b)
+
+
+def _divisors_near(number: int, near: int) -> str:
+    divisors = [d for d in range(1, number + 1) if number % d == 0]
+    return ", ".join(str(d) for d in sorted(divisors, key=lambda d: (abs(d - near), d))[:3])

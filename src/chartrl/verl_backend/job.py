@@ -1,0 +1,223 @@
+"""``chartrl verl train``: one series trained by verl, as a recipe::
+
+    prepare   our train/val splits -> verl's dataset parquet; the tool YAML (tool series); sizes checked
+    track     the series' MLflow run (``{series}/train``, backend verl), resumed when the same config reruns
+    train     python -m verl.trainer.main_ppo <the series' overrides> + where verl logs (MLFLOW_RUN_ID)
+    export    the run's metrics -> metrics.jsonl; the checkpoints -> run.json (last, best on validation)
+
+The overrides come from the rule's command line (``chartrl.verl_backend.overrides``, so a dry run shows them); the
+job checks that they read the files it wrote. A SIGTERM (Snakemake cancelling, ``ray job stop``) is passed on to
+verl's whole process group, and the job fails with verl's exit code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfig, TrainConfig, TrainSeries
+from chartrl.errors import ChartrlError, UsageError
+from chartrl.files import write_json
+from chartrl.verl_backend.hydra import override_key
+from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_overrides
+
+log = logging.getLogger(__name__)
+VERL_MAIN = (sys.executable, "-m", "verl.trainer.main_ppo")
+
+
+class VerlJobError(ChartrlError):
+    """verl failed, or the job's inputs cannot work together."""
+
+
+@dataclass
+class VerlTrainJob:
+    series: TrainSeries
+    train: TrainConfig
+    prompts: PromptConfig
+    tools: ToolsConfig
+    model: ModelConfig
+    spec: Mapping[str, Any]
+    """The resolved config this job runs (logged as MLflow params)."""
+    overrides: Sequence[str]
+    run_dir: Path
+    train_split: Path
+    val_split: Path
+    mlflow: MlflowSettings
+
+    @property
+    def files(self) -> SeriesFiles:
+        return SeriesFiles(self.run_dir.resolve())
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps({"spec": self.spec, "overrides": list(self.overrides)}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """A relative SQLite store made absolute: verl's loggers run in Ray actors with another working directory."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri.removeprefix(prefix)).resolve())
+    return uri
+
+
+def override_values(overrides: Sequence[str]) -> dict[str, str]:
+    return {override_key(o): o.split("=", 1)[1].strip("'") for o in overrides}
+
+
+def check_overrides(job: VerlTrainJob) -> None:
+    """The overrides must read the files this job writes (a rule and a job out of step fail here, not in verl)."""
+    values, files = override_values(job.overrides), job.files
+    expected = {"data.train_files": str(files.train_data), "data.val_files": str(files.val_data)}
+    if job.series.tools:
+        expected["actor_rollout_ref.rollout.multi_turn.tool_config_path"] = str(files.tool_config)
+    wrong = [
+        f"{key}={values.get(key)!r} (expected {value!r})" for key, value in expected.items() if values.get(key) != value
+    ]
+    if wrong:
+        raise UsageError(
+            "the overrides do not point at this job's files: " + "; ".join(wrong) + ". Generate them with "
+            f"`chartrl verl overrides --series {job.series.id}` (the train rule does)"
+        )
+
+
+def prepare(job: VerlTrainJob) -> dict[str, int]:
+    """Convert the splits and write the tool YAML; returns the row counts."""
+    from chartrl.data.contract import read_split
+    from chartrl.tools.verl_config import write_tool_config
+    from chartrl.verl_backend.checks import dataset_problems
+    from chartrl.verl_backend.data import write_verl_dataset
+
+    check_overrides(job)
+    train_rows, val_rows = read_split(job.train_split), read_split(job.val_split)
+    problems = dataset_problems(len(train_rows), len(val_rows), job.train.prompts_per_step)
+    if problems:
+        raise VerlJobError(f"series {job.series.id} cannot train on verl:\n  " + "\n  ".join(problems))
+    files = job.files
+    options = {"with_tools": job.series.tools, "prompts": job.prompts, "tools": job.tools, "model": job.model}
+    write_verl_dataset(train_rows, files.train_data, **options)
+    write_verl_dataset(val_rows, files.val_data, **options)
+    if job.series.tools:
+        write_tool_config(files.tool_config, job.tools.names)
+    return {"train": len(train_rows), "val": len(val_rows)}
+
+
+def start_tracking(job: VerlTrainJob):
+    """The series' MLflow run: the one a previous attempt of this very config started (verl resumes from its
+    checkpoints), else a fresh one (older runs of the name are tagged superseded)."""
+    from chartrl import tracking
+
+    state_file = job.files.verl_dir / "job.json"
+    if state_file.is_file():
+        state = json.loads(state_file.read_text())
+        if state.get("config_digest") == job.digest:
+            log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
+            return tracking.resume_run(job.mlflow, state["mlflow_run_id"], "critic/score/mean")
+    tags = {
+        "series": job.series.id,
+        "generation": job.series.generation,
+        "stage": "train",
+        "reward": job.series.reward.name,
+        "algorithm": job.series.algorithm,
+        "tools": str(job.series.tools).lower(),
+        "backend": "verl",
+    }
+    run = tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
+    write_json(state_file, {"config_digest": job.digest, "mlflow_run_id": run.run_id})
+    return run
+
+
+def verl_command(job: VerlTrainJob, run_id: str, entry: Sequence[str] = VERL_MAIN) -> list[str]:
+    return [
+        *entry,
+        *job.overrides,
+        *mlflow_overrides(job.mlflow.tracking_uri, run_id),
+        *hydra_overrides(job.files.hydra_dir),
+    ]
+
+
+def run_verl(command: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run verl in its own process group, its output streamed; SIGTERM/SIGINT stop the whole group."""
+    process = subprocess.Popen(list(command), env=dict(env), start_new_session=True)
+
+    def stop(signum, _frame):
+        log.warning("signal %d: stopping verl (process group %d)", signum, process.pid)
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
+    """metrics.jsonl from the MLflow run, run.json from the checkpoints verl saved."""
+    from chartrl.verl_backend.checkpoints import select_checkpoint, verl_checkpoints
+    from chartrl.verl_backend.metrics import export_metrics, val_history
+
+    lines = export_metrics(job.mlflow.tracking_uri, run_id, job.run_dir / "metrics.jsonl")
+    found = verl_checkpoints(job.files.checkpoints)
+    if not found:
+        raise VerlJobError(
+            f"verl finished but saved no checkpoint under {job.files.checkpoints}; "
+            "check trainer.save_freq (train.checkpoint_every)"
+        )
+    history = val_history(lines)
+    last, best = (
+        select_checkpoint(job.files.checkpoints, "last"),
+        select_checkpoint(job.files.checkpoints, "best_val", history),
+    )
+    best_step = next(s for s, p in found.items() if p == best)
+    summary = {
+        "series": job.series.id,
+        "backend": "verl",
+        "mlflow_run_id": run_id,
+        "last_step": next(s for s, p in found.items() if p == last),
+        "config_digest": job.digest,
+        "base_model": override_values(job.overrides).get("actor_rollout_ref.model.path"),
+        "checkpoint_format": "verl_fsdp",
+        "checkpoints": {
+            "last": str(last),
+            "best_val": str(best),
+            "steps": {str(s): str(p) for s, p in found.items()},
+        },
+        "best_val": {"step": best_step, "accuracy": history.get(best_step)} if history else None,
+        "val_history": {str(k): v for k, v in sorted(history.items())},
+    }
+    write_json(job.run_dir / "run.json", summary)
+    return summary
+
+
+def run_train_job(job: VerlTrainJob, entry: Sequence[str] = VERL_MAIN) -> dict[str, Any]:
+    job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
+    counts = prepare(job)
+    log.info("%s: verl data written (%d train, %d val questions)", job.series.id, counts["train"], counts["val"])
+    run = start_tracking(job)
+    overrides_file = job.files.verl_dir / "overrides.txt"
+    overrides_file.write_text("\n".join(job.overrides) + "\n")
+    run.log_artifact(overrides_file)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": job.mlflow.tracking_uri, "MLFLOW_RUN_ID": run.run_id}
+    command = verl_command(job, run.run_id, entry)
+    log.info("running verl: %s", " ".join(command[:3]) + f" ... ({len(command) - 3} overrides)")
+    code = run_verl(command, env)
+    if code != 0:
+        run.finish("FAILED")
+        raise VerlJobError(f"verl exited with code {code} for series {job.series.id}; see the log above")
+    summary = finish(job, run.run_id)
+    run.finish("FINISHED")
+    return summary

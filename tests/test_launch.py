@@ -1,0 +1,189 @@
+"""The launchers, for real: one local Ray head for this module (its own ports and temp folder, stopped at the
+end), jobs submitted through ``chartrl launch`` as the train rule runs it. The Ray job's exit code comes back,
+its log streams, SIGTERM stops it, a resubmission attaches to its running twin, a small local-backend training job
+runs on the head, and stopping the head ends its processes and nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from chartrl.ray_head import _request, free_port_block, session_processes, start_head, stop_head
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+BIN = str(Path(sys.executable).parent)
+SECRET = "sk-test-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def head():
+    """A local head started as the workflow starts it, from an environment holding a judge key."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="crl-ray-", dir="/tmp"))  # short: Ray's socket paths must fit
+    saved = dict(os.environ)
+    os.environ.update(
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        PYTHONPATH=str(REPO / "src"),
+        CHARTRL_TEST_JUDGE_KEY=SECRET,
+    )
+    started = time.perf_counter()
+    state = start_head(temp_dir, base_port=free_port_block(seed=str(temp_dir)), num_cpus=2, num_gpus=0)
+    print(f"local head up in {time.perf_counter() - started:.1f}s")
+    env = {**os.environ, **state.client_env()}
+    os.environ.clear()
+    os.environ.update(saved)
+    yield state, env
+    stop_head(state)
+
+
+def launch(env, sid, *command, extra=()):
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chartrl",
+            "launch",
+            "--launcher",
+            "ray",
+            "--submission-id",
+            sid,
+            *extra,
+            "--",
+            *command,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def job_ids(state, base):
+    return {j["submission_id"]: j for j in _request(state, "GET", "/api/jobs/") if j["submission_id"].startswith(base)}
+
+
+def test_exit_code_mirrors_the_job_and_the_log_streams(head):
+    state, env = head
+    started = time.perf_counter()
+    process = launch(env, f"chartrl-test-exit-{uuid.uuid4().hex[:6]}", "bash", "-c", "echo out; echo err >&2; exit 3")
+    out, err = process.communicate(timeout=120)
+    print(f"one trivial Ray job, submitted and followed: {time.perf_counter() - started:.1f}s")
+    assert process.returncode == 3, err
+    assert "out" in out and "err" in out  # the job's output, both streams, on the launcher's stdout
+    assert "driver exit code 3" in err
+
+
+def test_sigterm_stops_the_ray_job(head):
+    state, env = head
+    sid = f"chartrl-test-term-{uuid.uuid4().hex[:6]}"
+    process = launch(env, sid, "bash", "-c", "for i in $(seq 60); do echo tick $i; sleep 1; done")
+    assert "tick 1" in process.stdout.readline() + process.stdout.readline() + process.stdout.readline()
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    assert process.returncode == 143
+    assert job_ids(state, sid)[sid]["status"] == "STOPPED"
+
+
+def test_a_resubmission_attaches_to_its_running_twin(head):
+    state, env = head
+    sid = f"chartrl-test-twin-{uuid.uuid4().hex[:6]}"
+    first = launch(env, sid, "bash", "-c", "sleep 4; echo first done")
+    while sid not in job_ids(state, sid):
+        time.sleep(0.2)
+    second = launch(env, sid, "bash", "-c", "echo I am a twin")
+    out_second, err_second = second.communicate(timeout=120)
+    out_first, _ = first.communicate(timeout=120)
+    assert first.returncode == second.returncode == 0
+    assert "attaching" in err_second and "first done" in out_second and "I am a twin" not in out_second
+    assert list(job_ids(state, sid)) == [sid]
+    third = launch(env, sid, "bash", "-c", "echo again")  # it has ended: a new id, never reused
+    third.communicate(timeout=120)
+    assert third.returncode == 0 and set(job_ids(state, sid)) == {sid, f"{sid}-2"}
+
+
+def test_secrets_are_inherited_from_the_head_not_sent(head):
+    state, env = head
+    sid = f"chartrl-test-key-{uuid.uuid4().hex[:6]}"
+    import hashlib
+
+    digest = hashlib.sha256(SECRET.encode()).hexdigest()  # the job proves it has the key without printing it
+    script = f'test "$(printf %s "$CHARTRL_TEST_JUDGE_KEY" | sha256sum | cut -c1-64)" = {digest} && echo key-inherited'
+    process = launch(
+        env, sid, "bash", "-c", script, extra=("--env", "PYTHONPATH", "--secret-env", "CHARTRL_TEST_JUDGE_KEY")
+    )
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0 and "key-inherited" in out
+    runtime_env = job_ids(state, sid)[sid]["runtime_env"] or {}
+    assert "CHARTRL_TEST_JUDGE_KEY" not in runtime_env.get("env_vars", {})  # never travelled through Ray
+    assert runtime_env["env_vars"]["PYTHONPATH"] == env["PYTHONPATH"]
+    logged = subprocess.run(["grep", "-rl", SECRET, state.temp_dir], capture_output=True, text=True).stdout
+    assert logged == "" and SECRET not in err
+
+
+def test_a_local_backend_training_job_runs_on_the_head(head, tiny_model_dir, synth_rows, tmp_path):
+    from chartrl.config import load_config, to_plain
+    from chartrl.data.contract import write_split
+
+    state, env = head
+    config = load_config([REPO / "config/smoke.yaml"], root=REPO)
+    spec = {"series": {"id": "e1", **to_plain(config.resolved["series"]["e1"])}}
+    spec |= {name: to_plain(config.resolved[name]) for name in ("train", "rollout", "prompts", "tools", "judge")}
+    spec["train"] |= {"steps": 1, "val_every": 1, "val_rows": 2, "checkpoint_every": 1, "prompts_per_step": 2}
+    write_split(synth_rows["train"], tmp_path / "train.parquet")
+    write_split(synth_rows["val"], tmp_path / "val.parquet")
+    command = ["chartrl", "train", "--spec", json.dumps(spec), "--model", str(tiny_model_dir), "--train",
+               str(tmp_path / "train.parquet"), "--val", str(tmp_path / "val.parquet"), "--out", str(tmp_path / "run"),
+               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--experiment", "launch-test"]  # fmt: skip
+    started = time.perf_counter()
+    process = launch(env, f"chartrl-train-e1-{uuid.uuid4().hex[:6]}", *command, extra=("--num-cpus", "2"))
+    out, err = process.communicate(timeout=600)
+    print(f"a one-step local training job through the head: {time.perf_counter() - started:.1f}s")
+    assert process.returncode == 0, out[-3000:] + err[-2000:]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["last_step"] == 1
+    assert "e1 trained" in out  # the trainer's own log, streamed back
+
+
+def test_inline_runs_the_command_in_the_launchers_own_process(tmp_path):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO / "src")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chartrl", "launch", "--launcher", "inline", "--submission-id", "x", "--", "bash", "-c",
+         "echo $$; exit 5"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 5 and int(out.split()[0]) == process.pid  # exec: the same process
+
+
+def test_without_a_cluster_the_ray_launcher_says_what_to_do():
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    result = subprocess.run(
+        [sys.executable, "-m", "chartrl", "launch", "--launcher", "ray", "--submission-id", "x", "--", "true"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1 and "set RAY_ADDRESS" in result.stderr and "launcher: inline" in result.stderr
+
+
+def test_stopping_the_head_ends_its_processes_and_nothing_else(head):
+    state, _ = head
+    bystander = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        assert session_processes(state.pid)
+        stop_head(state)
+        assert session_processes(state.pid) == []
+        with pytest.raises(OSError):
+            _request(state, "GET", "/api/jobs/", timeout_s=2)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -1,0 +1,24 @@
+"""Fixtures of the verl backend tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def gpu_config():
+    """The real study's config (backend verl), as Snakemake loads it."""
+    from chartrl.config import load_config
+
+    return load_config([REPO / "config" / "gpu.yaml"], root=REPO)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_verl_tool_schema_print(capsys):
+    """verl's BaseTool prints each tool schema on construction."""
+    yield
+    capsys.readouterr()

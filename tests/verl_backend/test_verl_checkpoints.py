@@ -1,0 +1,60 @@
+"""verl checkpoints in ``FSDPCheckpointManager``'s layout: found, chosen (last, best on validation, a step) and
+merged into a Hugging Face folder by verl's own model merger, on the CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chartrl.verl_backend.checkpoints import CheckpointError, merge_checkpoint, select_checkpoint, verl_checkpoints
+
+
+def save_verl_checkpoint(root, step, model, processor):
+    """What verl writes for one step of a one-GPU run (world size 1: the shard is the whole state dict)."""
+    import torch
+
+    actor = root / f"global_step_{step}" / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    model.config.save_pretrained(actor / "huggingface")
+    processor.save_pretrained(actor / "huggingface")
+    torch.save(model.state_dict(), actor / "model_world_size_1_rank_0.pt")
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return actor
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_policy, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt") / "checkpoints"
+    for step in (2, 4):
+        save_verl_checkpoint(root, step, tiny_policy.model, tiny_policy.processor)
+    (root / "global_step_6" / "actor").mkdir(parents=True)  # a step being written: no fsdp_config.json yet
+    return root
+
+
+def test_checkpoints_are_found_and_chosen(checkpoints):
+    assert list(verl_checkpoints(checkpoints)) == [2, 4]  # the incomplete step 6 is not one
+    assert select_checkpoint(checkpoints, "last").parent.name == "global_step_4"
+    assert select_checkpoint(checkpoints, "best_val", {2: 0.6, 4: 0.5, 6: 0.9}).parent.name == "global_step_2"
+    assert select_checkpoint(checkpoints, 2).parent.name == "global_step_2"
+    with pytest.raises(CheckpointError, match="saved steps: 2, 4"):
+        select_checkpoint(checkpoints, 3)
+
+
+def test_verls_merger_gives_a_hugging_face_folder_with_the_weights(checkpoints, tiny_policy, tmp_path):
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    merged = merge_checkpoint(select_checkpoint(checkpoints, "last"), tmp_path / "merged")
+    model = AutoModelForImageTextToText.from_pretrained(merged)
+    AutoProcessor.from_pretrained(merged)  # the processor travels with it
+    ours, theirs = tiny_policy.model.state_dict(), model.state_dict()
+    assert set(ours) == set(theirs)
+    for key, value in ours.items():  # verl's merger writes bf16
+        assert (value.float() - theirs[key].float()).abs().max() <= 2e-2 * max(1.0, value.abs().max().item()), key
+
+
+def test_an_incomplete_checkpoint_is_not_merged(checkpoints, tmp_path):
+    with pytest.raises(CheckpointError, match="not a complete verl FSDP checkpoint"):
+        merge_checkpoint(checkpoints / "global_step_6" / "actor", tmp_path / "m")
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,93 @@
+"""``chartrl verl train`` end to end on the CPU, with a stand-in for verl's trainer (``verl_standin.py``: verl's
+own config composition, validation and MLflow logger; no GPU work): data converted, tool YAML written, the series'
+MLflow run created and handed to verl, metrics exported, run.json written; a verl failure fails the job."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from chartrl.config import MlflowSettings
+from chartrl.verl_backend.job import VerlJobError, VerlTrainJob, run_train_job
+from chartrl.verl_backend.overrides import train_overrides
+
+STANDIN = (sys.executable, str(Path(__file__).with_name("verl_standin.py")))
+
+
+@pytest.fixture
+def job(gpu_config, synth_rows, tiny_model_dir, tmp_path, monkeypatch):
+    from chartrl.config import to_plain
+    from chartrl.data.contract import write_split
+
+    monkeypatch.chdir(tmp_path)
+    config = dataclasses.replace(
+        gpu_config,
+        model=dataclasses.replace(gpu_config.model, path=str(tiny_model_dir)),
+        train=dataclasses.replace(gpu_config.train, prompts_per_step=8),
+        verl=dataclasses.replace(gpu_config.verl, ppo_mini_batch_size=8),
+    )
+    write_split(synth_rows["train"], tmp_path / "train.parquet")
+    write_split(synth_rows["val"], tmp_path / "val.parquet")
+    series = config.series["e10"]
+    spec = {"series": {"id": "e10", **to_plain(config.resolved["series"]["e10"])}}
+    return VerlTrainJob(
+        series=series,
+        train=config.train,
+        prompts=config.prompts,
+        tools=config.tools,
+        model=config.model,
+        spec=spec,
+        overrides=train_overrides(config, "e10", tmp_path),
+        run_dir=Path("results/runs/e10"),
+        train_split=tmp_path / "train.parquet",
+        val_split=tmp_path / "val.parquet",
+        mlflow=MlflowSettings("sqlite:///results/mlflow.db", "chartrl-test"),
+    )
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    summary = run_train_job(job, entry=STANDIN)
+
+    run_dir = tmp_path / "results/runs/e10"
+    assert (run_dir / "verl/train.parquet").is_file() and (run_dir / "verl/tools.yaml").is_file()
+    assert json.loads((run_dir / "run.json").read_text()) == summary
+    assert summary["backend"] == "verl" and summary["last_step"] == 2
+    assert summary["checkpoints"]["last"].endswith("global_step_2/actor")
+    assert summary["best_val"] == {"step": 2, "accuracy": 0.5}
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [0, 1, 2]
+    assert lines[2]["reward/overall"] == 0.75 and lines[2]["val/accuracy"] == 0.5  # the local trainer's names
+    assert lines[0]["val-aux/synthchart/accuracy/mean_at_1"] == 0.25  # verl's own, kept
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    run = client.get_run(summary["mlflow_run_id"])
+    assert run.info.run_name == "e10/train" and run.info.status == "FINISHED"
+    assert run.data.tags["backend"] == "verl" and run.data.params["series.algorithm"] == "drgrpo"
+    assert run.data.params["algorithm/norm_adv_by_std_in_grpo"] == "False"  # verl logged its config there too
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["overrides.txt"]
+
+
+def test_a_failing_verl_fails_the_job_and_its_run(job, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("STANDIN_EXIT", "3")
+    with pytest.raises(VerlJobError, match="verl exited with code 3"):
+        run_train_job(job, entry=STANDIN)
+    state = json.loads((tmp_path / "results/runs/e10/verl/job.json").read_text())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    assert client.get_run(state["mlflow_run_id"]).info.status == "FAILED"
+    assert not (tmp_path / "results/runs/e10/run.json").exists()
+
+
+def test_overrides_that_do_not_read_the_jobs_files_are_refused(job):
+    from chartrl.errors import UsageError
+
+    other = dataclasses.replace(job, overrides=[o.replace("/e10/", "/e11/") for o in job.overrides])
+    with pytest.raises(UsageError, match="do not point at this job's files"):
+        run_train_job(other, entry=STANDIN)

@@ -1,0 +1,201 @@
+"""Every series of the real study (config/gpu.yaml) as verl overrides, composed against the installed verl's own
+``ppo_trainer`` config and converted to verl's dataclasses, then checked with verl's own ``validate_config``:
+what ``main_ppo`` does before it needs a GPU."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from composed import compose_verl
+from omegaconf import OmegaConf
+
+from chartrl.verl_backend.hydra import override_key
+from chartrl.verl_backend.overrides import (
+    SeriesFiles,
+    generation_overrides,
+    mlflow_overrides,
+    response_length,
+    train_overrides,
+)
+
+TRAIN = ["e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12"]
+EVAL = ["e4", "e5", "e8", "e9", "e13", "e14"]
+
+
+@pytest.fixture(scope="module")
+def composed(gpu_config, tmp_path_factory):
+    """series -> its composed verl config (train series: training; eval series: generation), with the time it
+    took to generate and compose all of them."""
+    workdir = tmp_path_factory.mktemp("work")
+    started = time.perf_counter()
+    found = {sid: compose_verl(train_overrides(gpu_config, sid, workdir)) for sid in TRAIN}
+    for sid in EVAL:
+        paths = {"model_dir": workdir / "m", "data_file": workdir / "t.parquet", "dump_dir": workdir / "d"}
+        found[sid] = compose_verl(generation_overrides(gpu_config, sid, workdir=workdir, **paths))
+    found["_seconds"] = time.perf_counter() - started
+    found["_workdir"] = workdir
+    return found
+
+
+@pytest.mark.filterwarnings("ignore:Disabled critic")  # GRPO has no critic: verl says so
+@pytest.mark.parametrize("sid", TRAIN + EVAL)
+def test_sections_convert_to_verl_dataclasses_and_pass_verl_validation(composed, sid):
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+    from verl.workers.config import FSDPActorConfig, RolloutConfig
+
+    config = composed[sid]
+    assert isinstance(omega_conf_to_dataclass(config.algorithm), AlgoConfig)
+    assert isinstance(omega_conf_to_dataclass(config.actor_rollout_ref.actor), FSDPActorConfig)
+    rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout)
+    assert isinstance(rollout, RolloutConfig) and rollout.name == "vllm"  # verl's default (null) would fail
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+
+
+@pytest.mark.parametrize(
+    "sid, std, agg, scale",
+    [
+        ("e1", True, "token-mean", None),  # grpo
+        ("e3", True, "token-mean", None),
+        ("e10", False, "seq-mean-token-sum-norm", 2368),  # drgrpo: 2 x 512 sampled + 1280 image + 64 text tokens
+        ("e11", False, "seq-mean-token-sum-norm", 512),  # no tools: one pass
+    ],
+)
+def test_algorithm_keys(composed, gpu_config, sid, std, agg, scale):
+    config = composed[sid]
+    assert config.algorithm.adv_estimator == "grpo"
+    assert config.algorithm.norm_adv_by_std_in_grpo is std
+    assert config.actor_rollout_ref.actor.loss_agg_mode == agg
+    assert config.actor_rollout_ref.actor.loss_scale_factor == scale
+    assert config.actor_rollout_ref.actor.use_kl_loss is False  # train.kl_coef is 0 in gpu.yaml
+    if scale is not None:
+        assert scale == response_length(gpu_config.series[sid], gpu_config) == config.data.max_response_length
+
+
+@pytest.mark.parametrize("sid", ["e1", "e2", "e6", "e10", "e12"])
+def test_tool_series_run_verl_tool_agent_with_two_turns_and_our_tools(composed, gpu_config, sid):
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    from chartrl.tools.verl_config import write_tool_config
+
+    rollout = composed[sid].actor_rollout_ref.rollout
+    assert rollout.agent.default_agent_loop == "tool_agent"
+    assert rollout.multi_turn.max_assistant_turns == 2 and rollout.multi_turn.max_parallel_calls == 1
+    assert rollout.multi_turn.format == "hermes"
+    path = rollout.multi_turn.tool_config_path
+    assert path == str(SeriesFiles.of(sid, composed["_workdir"]).tool_config)
+    write_tool_config(path, gpu_config.tools.names)  # what the job writes there; verl's registry must load it
+    assert [tool.name for tool in initialize_tools_from_config(path)] == list(gpu_config.tools.names)
+
+
+@pytest.mark.parametrize("sid", ["e3", "e7", "e11"])
+def test_no_tool_series_run_one_turn_without_tools(composed, sid):
+    rollout = composed[sid].actor_rollout_ref.rollout
+    assert rollout.agent.default_agent_loop == "single_turn_agent"
+    assert rollout.multi_turn.tool_config_path is None and rollout.multi_turn.enable is False
+    assert OmegaConf.select(composed[sid], "reward.custom_reward_function.reward_kwargs.tools") == []
+
+
+def test_rewards_load_through_verl_with_their_kwargs(composed, gpu_config):
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    for sid in TRAIN:
+        kwargs = composed[sid].reward.custom_reward_function.reward_kwargs
+        series = gpu_config.series[sid]
+        assert composed[sid].reward.custom_reward_function.name == series.reward.name
+        assert dict(kwargs.params) == dict(series.reward.params)
+        assert ("judge" in kwargs) == (sid in ("e2", "e12"))  # only judging rewards get the judge settings
+        assert ("tokenizer" in kwargs) == (sid in ("e6", "e7", "e10", "e11", "e12"))  # a length term is on
+    fn = get_custom_reward_fn(composed["e1"])
+    assert fn(data_source="chartqa_human", solution_str="<answer>42</answer>", ground_truth="42")["score"] == 1.0
+
+
+def test_judge_settings_carry_the_key_name_never_a_value(composed, monkeypatch, gpu_config):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-very-secret-value")
+    text = "\n".join(train_overrides(gpu_config, "e12", "."))
+    assert "OPENROUTER_API_KEY" in text and "sk-or-very-secret-value" not in text
+    judge = composed["e12"].reward.custom_reward_function.reward_kwargs.judge
+    assert judge.api_key_env == "OPENROUTER_API_KEY" and judge.cache_path.startswith("/")
+
+
+def test_logging_checkpoints_and_schedule(composed, gpu_config):
+    config, files = composed["e10"], SeriesFiles.of("e10", composed["_workdir"])
+    assert list(config.trainer.logger) == ["console", "mlflow"]
+    assert config.trainer.project_name == "chartrl-gpu" and config.trainer.experiment_name == "e10/train"
+    assert config.trainer.total_training_steps == gpu_config.train.steps
+    assert config.trainer.save_freq == gpu_config.train.checkpoint_every
+    assert config.trainer.test_freq == gpu_config.train.val_every
+    assert config.trainer.default_local_dir == str(files.checkpoints)
+    assert config.data.train_files == str(files.train_data) and config.data.train_batch_size == 64
+    assert config.actor_rollout_ref.rollout.n == 8 and config.actor_rollout_ref.model.path == gpu_config.model.path
+
+
+def test_lora_and_extra_overrides(gpu_config):
+    import dataclasses
+
+    lora = dataclasses.replace(gpu_config.train.lora, enabled=True, r=16, alpha=32)
+    config = dataclasses.replace(
+        gpu_config,
+        train=dataclasses.replace(gpu_config.train, lora=lora),
+        verl=dataclasses.replace(gpu_config.verl, extra_overrides=("actor_rollout_ref.actor.entropy_coeff=0.001",)),
+    )
+    composed = compose_verl(train_overrides(config, "e1", "."))
+    model = composed.actor_rollout_ref.model
+    assert model.lora_rank == 16 and model.lora_alpha == 32 and list(model.target_modules) == list(lora.target_modules)
+    assert composed.actor_rollout_ref.actor.entropy_coeff == 0.001  # the user's override comes last and wins
+    paths = {"model_dir": "/m", "data_file": "/t.parquet", "dump_dir": "/d"}
+    generation = compose_verl(generation_overrides(config, "e4", **paths))
+    assert generation.actor_rollout_ref.model.lora_adapter_path == "/m/lora_adapter"  # what verl's merger writes
+
+
+def test_generation_jobs_validate_once_on_the_test_split(composed):
+    config = composed["e13"]  # e10's checkpoint, rule scorer
+    assert config.trainer.val_only is True and config.trainer.resume_mode == "disable"
+    assert config.reward.custom_reward_function.name == "generation_record"
+    assert config.actor_rollout_ref.rollout.val_kwargs.do_sample is False
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"  # as e10 trained
+    assert config.data.val_files.endswith("t.parquet") and config.trainer.validation_data_dir.endswith("/d")
+    assert config.actor_rollout_ref.actor.loss_scale_factor == composed["e10"].actor_rollout_ref.actor.loss_scale_factor
+
+
+def test_mlflow_run_travels_in_verl_ray_runtime_env(composed):
+    config = compose_verl(train_overrides_for("e1", composed) + mlflow_overrides("sqlite:////x/mlflow.db", "abc123"))
+    env = config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.MLFLOW_RUN_ID == "abc123" and env.MLFLOW_TRACKING_URI == "sqlite:////x/mlflow.db"
+
+
+def train_overrides_for(sid, composed):
+    from chartrl.config import load_config
+
+    from conftest import REPO
+
+    return train_overrides(load_config([REPO / "config" / "gpu.yaml"], root=REPO), sid, composed["_workdir"])
+
+
+def test_every_key_is_set_once_and_all_series_are_quick(composed, gpu_config):
+    for sid in TRAIN:
+        keys = [override_key(o) for o in train_overrides(gpu_config, sid, ".")]
+        assert len(keys) == len(set(keys)), sid
+    print(f"overrides generated and composed for 14 series in {composed['_seconds']:.2f}s")
+    assert composed["_seconds"] < 60
+
+
+def test_the_cli_prints_one_series_overrides(capsys):
+    from chartrl.cli import main
+
+    from conftest import REPO
+
+    def run(series):
+        code = main(["verl", "overrides", "--series", series, "--configfile", str(REPO / "config/gpu.yaml"), "--root",
+                     str(REPO)])  # fmt: skip
+        captured = capsys.readouterr()
+        return code, captured.out.splitlines(), captured.err
+
+    code, lines, _ = run("e10")
+    assert code == 0 and "algorithm.norm_adv_by_std_in_grpo=False" in lines
+    code, lines, _ = run("e13")
+    assert code == 0 and "trainer.val_only=True" in lines
+    code, _, err = run("e99")
+    assert code == 2 and "unknown series 'e99'; series are: e1, e2" in err

@@ -1,0 +1,63 @@
+"""Stands in for ``python -m verl.trainer.main_ppo`` in tests: verl's trainer cannot run on the CPU
+(../shared/facts.md: no CPU platform, vLLM/SGLang rollouts). Up to the GPU work it does what ``chartrl verl train``
+relies on verl for, with verl's own code: it composes the overrides it is given (Hydra, as main_ppo), validates
+them (``validate_config``), logs two steps and a validation through verl's own ``Tracking`` logger (MLflow,
+attached to the run named in the Ray runtime env, as verl's actors see it), and saves a checkpoint in
+``FSDPCheckpointManager``'s layout, with the starting model's weights. ``STANDIN_EXIT=N`` makes it fail with N."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    if os.environ.get("STANDIN_EXIT"):
+        print("stand-in: failing as asked", flush=True)
+        return int(os.environ["STANDIN_EXIT"])
+    import torch
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.tracking import Tracking
+
+    config_dir = Path(__import__("verl").__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=[a for a in argv if not a.startswith("hydra.")])
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    env = config.ray_kwargs.ray_init.runtime_env.env_vars  # what verl's Ray actors get
+    assert env.MLFLOW_RUN_ID == os.environ["MLFLOW_RUN_ID"], "the run in the runtime env is not the job's"
+    os.environ.update(MLFLOW_TRACKING_URI=env.MLFLOW_TRACKING_URI, MLFLOW_RUN_ID=env.MLFLOW_RUN_ID)
+    for key in ("train_files", "val_files"):
+        assert Path(config.data[key]).is_file(), f"data.{key} was not written"
+    tracking = Tracking(
+        project_name=config.trainer.project_name,
+        experiment_name=config.trainer.experiment_name,
+        default_backend=list(config.trainer.logger),
+        config=OmegaConf.to_container(config, resolve=False),
+    )
+    tracking.log({"val-aux/synthchart/accuracy/mean@1": 0.25, "val-core/synthchart/reward/mean@1": 0.3}, step=0)
+    tracking.log({"critic/score/mean": 0.5, "actor/pg_loss": 0.1}, step=1)
+    tracking.log({"critic/score/mean": 0.75, "actor/pg_loss": 0.05}, step=2)
+    tracking.log({"val-aux/synthchart/accuracy/mean@1": 0.5, "val-core/synthchart/reward/mean@1": 0.6}, step=2)
+    root = Path(config.trainer.default_local_dir)
+    actor = root / "global_step_2" / "actor"
+    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
+    model = Path(config.actor_rollout_ref.model.path)
+    from transformers import AutoModelForImageTextToText
+
+    weights = AutoModelForImageTextToText.from_pretrained(model).state_dict()
+    torch.save(weights, actor / "model_world_size_1_rank_0.pt")
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    (actor / "huggingface" / "config.json").write_text((model / "config.json").read_text())
+    (root / "latest_checkpointed_iteration.txt").write_text("2")
+    tracking.finish()
+    print("stand-in: done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
