@@ -18,6 +18,8 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -15,7 +15,7 @@ import sys
 
 from chartrl.errors import ChartrlError
 
-COMMAND_GROUPS = ("config", "data", "tools", "reward", "model", "rollout", "train")
+COMMAND_GROUPS = ("config", "data", "tools", "reward", "model", "rollout", "train", "evaluate", "report")
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 
 

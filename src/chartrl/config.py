@@ -464,6 +464,22 @@ def train_config(section: Mapping[str, Any]) -> TrainConfig:
 
 
 @dataclass(frozen=True)
+class EvaluateConfig:
+    """Test evaluation settings (schema: evaluate)."""
+
+    dataset: str
+    split: str
+    n: int
+    greedy: bool
+    limit: int | None
+    seed: int
+    threads: int
+    bootstrap_samples: int
+    confidence: float
+    gallery_size: int
+
+
+@dataclass(frozen=True)
 class Config:
     resolved: Mapping[str, Any]
     """The validated config with defaults filled (read-only)."""
@@ -476,6 +492,7 @@ class Config:
     rollout: RolloutConfig
     warmstart: WarmstartConfig
     train: TrainConfig
+    evaluate: EvaluateConfig
     datasets: Mapping[str, DatasetConfig]
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
@@ -690,6 +707,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         rollout=RolloutConfig(**resolved["rollout"]),
         warmstart=WarmstartConfig(**resolved["warmstart"]),
         train=train_config(resolved["train"]),
+        evaluate=EvaluateConfig(**resolved["evaluate"]),
         datasets=MappingProxyType(
             {name: _dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
         ),
