@@ -19,6 +19,8 @@ include: "rules/launch.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -126,5 +126,84 @@ def train_launch(wildcards):
     return launch_command("train", wildcards.series, train_job_spec(wildcards), CFG.train.threads, CFG.ray.job_gpus)
 
 
+# --- evaluation: generations once per (train series, checkpoint, data), scored by every series that asks --------
+EVAL_CODE = TRAIN_CODE + package_sources("evaluate")
+
+
+def _generation_key(series):
+    return (series.of, str(series.checkpoint), series.dataset, series.split)
+
+
+GENERATION_OWNER = {}  # key -> the first eval series (config order) with it: the one whose rule generates
+for _series in CFG.eval_series:
+    GENERATION_OWNER.setdefault(_generation_key(_series), _series.id)
+GENERATING_SERIES = sorted(set(GENERATION_OWNER.values()))
+
+
+def generations_of(series_id):
+    """The generations file an eval series scores: shared by every series naming the same checkpoint and data."""
+    return f"results/eval/{GENERATION_OWNER[_generation_key(CFG.series[series_id])]}/generations.parquet"
+
+
+def scores_path(series_id, scorer):
+    return f"results/eval/{series_id}/scores_{scorer}.json"
+
+
+def _diagonals():
+    """series -> (first scores, second scores): the checkpoint's first (series, scorer) against each later one with
+    another scorer; the file goes under the series that completes the pair (e9 for e8/e9)."""
+    pairs, groups = {}, {}
+    for series in CFG.eval_series:
+        groups.setdefault(_generation_key(series), []).extend((series.id, scorer) for scorer in series.scorers)
+    for entries in groups.values():
+        reference = entries[0]
+        for series_id, scorer in entries[1:]:
+            if scorer != reference[1] and series_id not in pairs:
+                pairs[series_id] = (scores_path(*reference), scores_path(series_id, scorer))
+    return pairs
+
+
+DIAGONALS = _diagonals()
+
+
+def eval_train_run(wildcards):
+    return f"results/runs/{CFG.series[wildcards.series].of}/run.json"
+
+
+def eval_data(wildcards):
+    series = CFG.series[wildcards.series]
+    return f"results/data/{series.dataset}/{series.split}.parquet"
+
+
+def eval_job_spec(*sections):
+    def spec(wildcards):
+        series = CFG.series[wildcards.series]
+        data = {
+            "series": {"id": series.id, **to_plain(CFG.resolved["series"][series.id])},
+            "of": {"id": series.of, **to_plain(CFG.resolved["series"][series.of])},
+        }
+        data.update({name: to_plain(CFG.resolved[name]) for name in sections})
+        return json.dumps(data, sort_keys=True)
+
+    return spec
+
+
+def eval_targets():
+    """Local backend only, like training; the verl backend's evaluation arrives with the verl stage."""
+    if CFG.backend != "local":
+        return []
+    targets = [scores_path(s.id, scorer) for s in CFG.eval_series for scorer in s.scorers]
+    return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS]
+
+
+def report_inputs(wildcards):
+    """Everything the report reads: data cards, the warm-start check, training and evaluation results."""
+    inputs = [f"results/data/{name}/card.json" for name in CFG.needed_splits()]
+    inputs += ["results/models/base"] if CFG.model.path is None else []
+    inputs += [f"results/runs/{series}/metrics.jsonl" for series in TRAIN_SERIES] if CFG.backend == "local" else []
+    inputs += [f"results/eval/{series}/generations.parquet" for series in GENERATING_SERIES] if CFG.backend == "local" else []
+    return inputs + eval_targets()
+
+
 def all_targets():
-    return data_targets() + model_targets() + train_targets()
+    return data_targets() + model_targets() + train_targets() + eval_targets() + ["results/report/index.html"]

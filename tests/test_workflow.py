@@ -16,6 +16,13 @@ pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
 TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
+SCORES = {"e4": "rule", "e5": "judge", "e8": "rule", "e9": "judge", "e13": "rule", "e14": "panel"}
+EVAL_JOBS = (
+    {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13")}
+    | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES.items()}
+    | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
+    | {("report", "")}
+)
 
 
 @pytest.mark.parametrize(
@@ -88,9 +95,10 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert set(runs) == {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {
-        f"{s}/train" for s in TRAIN_SERIES
-    }
+    evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
+    evaluation |= {"e9/diagonal", "e14/diagonal", "report"}
+    expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
+    assert set(runs) == expected | evaluation
     e10 = runs["e10/train"].data
     assert e10.tags["algorithm"] == "drgrpo" and e10.tags["reward"] == "v3_gra" and e10.tags["tools"] == "true"
     assert e10.params["series.algorithm"] == "drgrpo" and "reward/overall" in e10.metrics
@@ -131,6 +139,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
             ("all", ""),
         }
         | TRAIN_JOBS
+        | EVAL_JOBS  # everything downstream: evaluation and the report
     )
     # growing the train split reruns only the train split (and the card): test and val do not depend on it
     grow = tmp_path / "grow.yaml"
@@ -145,8 +154,9 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
             ("all", ""),
         }
         | TRAIN_JOBS
+        | EVAL_JOBS  # everything downstream: evaluation and the report
     )
-    # a warm-start setting reruns the warm start only; a tiny-model size rebuilds the model and the warm start
+    # a warm-start setting reruns the warm start and what follows; a tiny-model size also rebuilds the model
     steps = tmp_path / "steps.yaml"
     steps.write_text("warmstart:\n  steps: 9\n")
     assert (
@@ -156,6 +166,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
             ("all", ""),
         }
         | TRAIN_JOBS
+        | EVAL_JOBS  # everything downstream: evaluation and the report
     )
     size = tmp_path / "size.yaml"
     size.write_text("model:\n  tiny:\n    hidden_size: 64\n")
@@ -167,12 +178,18 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
             ("all", ""),
         }
         | TRAIN_JOBS
+        | EVAL_JOBS  # everything downstream: evaluation and the report
     )
     # one series' reward parameter retrains that series only
     reward = tmp_path / "reward.yaml"
     reward.write_text("series:\n  e6:\n    reward: {name: v2_shaped, d_length: 0.3}\n")
     assert _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reward)).stdout) == {
         ("train", "series=e6"),
+        ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
+        ("score", "series=e8, scorer=rule"),
+        ("score", "series=e9, scorer=judge"),
+        ("diagonal", "series=e9"),
+        ("report", ""),
         ("all", ""),
     }
 
@@ -194,3 +211,80 @@ def test_invalid_config_stops_snakemake_before_anything_runs(tmp_path, overlay, 
     for fragment in fragments:
         assert fragment in output, output[-3000:]
     assert not (tmp_path / "results").exists()
+
+
+def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
+    # e8 and e9 score the very same generations file (e6's checkpoint); e9 has none of its own
+    e8 = json.loads((smoke_run / "results/eval/e8/scores_rule.json").read_text())
+    e9 = json.loads((smoke_run / "results/eval/e9/scores_judge.json").read_text())
+    assert e8["aggregate"]["generations"] == e9["aggregate"]["generations"] == "results/eval/e8/generations.parquet"
+    assert not (smoke_run / "results/eval/e9/generations.parquet").exists()
+    assert [i["id"] for i in e8["items"]] == [i["id"] for i in e9["items"]] and len(e8["items"]) == 16
+    assert e9["aggregate"]["judge"]["kind"] == "reference (not an LLM)"
+    for series, scorers in (("e9", ["rule", "judge"]), ("e14", ["rule", "panel"])):
+        diagonal = json.loads((smoke_run / f"results/eval/{series}/diagonal.json").read_text())
+        assert diagonal["scorers"] == scorers and diagonal["n"] == 16
+        assert {"drift", "agreement", "kappa", "kappa_interval", "disagreements"} <= set(diagonal)
+    metrics = json.loads((smoke_run / "results/report/metrics.json").read_text())
+    assert set(metrics["series"]) == {f"e{i}" for i in range(1, 15)}
+    assert set(metrics["diagonal"]) == {"e9", "e14"} and set(metrics["training"]) == set(TRAIN_SERIES)
+    assert any("not an LLM" in line for line in metrics["limits"])
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
+    experiment = client.get_experiment_by_name("chartrl-smoke")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    train_run = json.loads((smoke_run / "results/runs/e6/run.json").read_text())["mlflow_run_id"]
+    assert runs["e9/score/judge"].data.tags["mlflow.parentRunId"] == train_run  # nested under e6/train
+    assert runs["e8/generate"].data.tags["mlflow.parentRunId"] == train_run
+    assert {a.path for a in client.list_artifacts(runs["report"].info.run_id)} == {"index.html", "metrics.json"}
+
+
+def test_snakemake_report_collects_the_marked_outputs(smoke_run, tmp_path):
+    out = tmp_path / "report.html"
+    snakemake(smoke_run, "--configfile", SMOKE, "--report", str(out))
+    assert out.stat().st_size > 100_000
+
+
+def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
+    """Headless Chromium opens the report from file://: every plot renders, every image loads, no script error,
+    and the screenshot is not blank."""
+    import os
+    import shutil
+    import subprocess
+
+    from PIL import Image
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CHARTRL_REQUIRE_BROWSER"):
+            raise AssertionError("chromium is required here (CHARTRL_REQUIRE_BROWSER is set); apt-get install chromium")
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    page = (smoke_run / "results/report/index.html").as_uri()
+    flags = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1280,2000",
+        "--virtual-time-budget=8000",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    match = re.search(r'data-selfcheck="([^"]*)"', dom.stdout)
+    assert match, dom.stderr[-2000:]
+    check = json.loads(match.group(1).replace("&quot;", '"'))
+    assert check["plots"] == 6 and check["plots_rendered"] == 6  # two figures per reward generation
+    assert check["images"] > 0 and check["images_loaded"] == check["images"]
+    assert check["errors"] == [] and "Uncaught" not in dom.stderr
+    shot = tmp_path / "report.png"
+    subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    image = Image.open(shot).convert("L")
+    assert image.getextrema()[0] < 100  # dark pixels: text and plot lines drawn, not a blank page

@@ -15,7 +15,7 @@ import sys
 
 from chartrl.errors import ChartrlError
 
-COMMAND_GROUPS = ("config", "data", "tools", "reward", "model", "rollout", "train", "verl", "launch")
+COMMAND_GROUPS = ("config", "data", "tools", "reward", "model", "rollout", "train", "evaluate", "report", "verl", "launch")
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 
 

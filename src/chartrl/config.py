@@ -514,6 +514,22 @@ def ray_config(section: Mapping[str, Any]) -> RayConfig:
 
 
 @dataclass(frozen=True)
+class EvaluateConfig:
+    """Test evaluation settings (schema: evaluate)."""
+
+    dataset: str
+    split: str
+    n: int
+    greedy: bool
+    limit: int | None
+    seed: int
+    threads: int
+    bootstrap_samples: int
+    confidence: float
+    gallery_size: int
+
+
+@dataclass(frozen=True)
 class Config:
     resolved: Mapping[str, Any]
     """The validated config with defaults filled (read-only)."""
@@ -526,6 +542,7 @@ class Config:
     rollout: RolloutConfig
     warmstart: WarmstartConfig
     train: TrainConfig
+    evaluate: EvaluateConfig
     datasets: Mapping[str, DatasetConfig]
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
@@ -746,6 +763,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         rollout=RolloutConfig(**resolved["rollout"]),
         warmstart=WarmstartConfig(**resolved["warmstart"]),
         train=train_config(resolved["train"]),
+        evaluate=EvaluateConfig(**resolved["evaluate"]),
         datasets=MappingProxyType(
             {name: _dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
         ),

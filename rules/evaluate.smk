@@ -1,0 +1,81 @@
+# Test evaluation: generations for each checkpoint an eval series names (produced once: e8 and e9 read e6's,
+# e13 and e14 read e10's), scored by each series' scorers, and the diagonal check where one checkpoint is
+# scored twice (rule against judge or panel).
+
+
+rule generate:
+    input:
+        run=eval_train_run,
+        data=eval_data,
+        code=EVAL_CODE,
+    output:
+        generations="results/eval/{series}/generations.parquet",
+        gallery=report(
+            "results/eval/{series}/gallery.png",
+            caption="../workflow/report/eval_gallery.rst",
+            category="Evaluation",
+            subcategory="{series}",
+        ),
+    params:
+        spec=eval_job_spec("evaluate", "rollout", "prompts", "tools"),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(GENERATING_SERIES) or "(?!)",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/eval/{series}/generate.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/generate.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        " --out {output.generations:q} --gallery {output.gallery:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+rule score:
+    input:
+        generations=lambda wildcards: generations_of(wildcards.series),
+        run=eval_train_run,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/scores_{scorer}.json",
+    params:
+        spec=eval_job_spec("judge"),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        scorer="rule|judge|panel",
+    log:
+        "results/logs/eval/{series}/score_{scorer}.log",
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl score --spec {params.spec:q} --run {input.run:q} --scorer {wildcards.scorer}"
+        " --generations {input.generations:q} --out {output:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+rule diagonal:
+    input:
+        first=lambda wildcards: DIAGONALS[wildcards.series][0],
+        second=lambda wildcards: DIAGONALS[wildcards.series][1],
+        run=eval_train_run,
+    output:
+        "results/eval/{series}/diagonal.json",
+    params:
+        spec=eval_job_spec("evaluate"),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(DIAGONALS) or "(?!)",
+    log:
+        "results/logs/eval/{series}/diagonal.log",
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl diagonal --spec {params.spec:q} --run {input.run:q} --first {input.first:q}"
+        " --second {input.second:q} --out {output:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"

@@ -1,0 +1,25 @@
+# The report: training curves per reward generation, matched-step and test tables, the diagonal check with its
+# disagreements, rollouts, every series' config and the limits of the run; metrics.json holds every number.
+
+
+rule report:
+    input:
+        report_inputs,
+        code=package_sources("report", "config.py"),
+    output:
+        html=report(
+            "results/report/index.html",
+            caption="../workflow/report/report.rst",
+            category="Report",
+        ),
+        metrics="results/report/metrics.json",
+    params:
+        config=lambda wildcards: json.dumps(to_plain(CFG.resolved), sort_keys=True),
+    log:
+        "results/logs/report/report.log",
+    benchmark:
+        "results/benchmarks/report/report.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl report --config {params.config:q} --results results --out-dir results/report > {log:q} 2>&1"

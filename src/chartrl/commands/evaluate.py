@@ -1,0 +1,176 @@
+"""``chartrl generate``, ``chartrl score``, ``chartrl diagonal``: test evaluation, as the evaluate rules call it.
+
+MLflow: each job is a run nested under the train series' run (``mlflow.parentRunId`` from its run.json):
+``{series}/generate``, ``{series}/score``, ``{series}/diagonal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config, validate_section
+from chartrl.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def _spec(text: str, sections: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--spec is not JSON: {err}") from err
+    if "series" not in spec or "id" not in spec["series"]:
+        raise UsageError("--spec must hold the eval series (with its id), as the evaluate rules write it")
+    return {
+        "series": spec["series"],
+        "of": spec.get("of", {}),
+        **{s: validate_section(s, spec.get(s)) for s in sections},
+    }
+
+
+def _tags(series: dict[str, Any], stage: str, parent: str | None) -> dict[str, str]:
+    tags = {
+        "series": series["id"],
+        "generation": series["generation"],
+        "stage": stage,
+        "of": series["of"],
+        "checkpoint": str(series.get("checkpoint", "last")),
+        "backend": "local",
+    }
+    if parent:
+        tags["mlflow.parentRunId"] = parent  # nests the run under the train series' run in the MLflow UI
+    return tags
+
+
+def _parent(run_json: str | None) -> str | None:
+    return json.loads(Path(run_json).read_text()).get("mlflow_run_id") if run_json else None
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import torch
+
+    from chartrl import tracking
+    from chartrl.data.contract import read_split
+    from chartrl.evaluate.checkpoints import resolve_checkpoint
+    from chartrl.evaluate.generate import generate
+    from chartrl.model.policy import load_policy
+
+    spec = _spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    series, of = spec["series"], spec["of"]
+    evaluate = EvaluateConfig(**spec["evaluate"])
+    torch.set_num_threads(evaluate.threads)
+    checkpoint = resolve_checkpoint(Path(args.run), series.get("checkpoint", "last"))
+    policy = load_policy(checkpoint)
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    with tracking.stage_run(
+        settings, f"{series['id']}/generate", _tags(series, "generate", _parent(args.run)), spec
+    ) as run:
+        summary = generate(
+            policy,
+            read_split(args.data),
+            with_tools=bool(of.get("tools")),
+            evaluate=evaluate,
+            rollout=RolloutConfig(**spec["rollout"]),
+            prompts=PromptConfig(**spec["prompts"]),
+            tools=tools_config(spec["tools"]),
+            out=Path(args.out),
+            gallery=Path(args.gallery),
+            model_label=str(checkpoint),
+        )
+        run.log_metrics({f"generate/{k}": v for k, v in summary.items()})
+        run.log_artifact(args.gallery)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from chartrl import tracking
+    from chartrl.config import JudgeConfig
+    from chartrl.evaluate.score import score_generations
+    from chartrl.files import write_json
+    from chartrl.judge import log_judge_usage
+
+    spec = _spec(args.spec, ("judge",))
+    series = spec["series"]
+    if args.scorer not in series.get("scorers", []):
+        raise UsageError(
+            f"series {series['id']} does not use scorer {args.scorer!r} (its scorers: {series.get('scorers')})"
+        )
+    result, judge = score_generations(Path(args.generations), args.scorer, JudgeConfig.from_dict(spec["judge"]))
+    write_json(args.out, result)
+    aggregate = result["aggregate"]
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer}
+    if judge is not None:
+        tags["judge"] = judge.describe().get("kind", judge.name)
+    with tracking.stage_run(settings, f"{series['id']}/score/{args.scorer}", tags, spec) as run:
+        metrics = {f"test/{k}": v for k, v in aggregate.items() if isinstance(v, int | float) and v is not None}
+        for subset, values in aggregate["by_subset"].items():
+            if values["accuracy"] is not None:
+                metrics[f"test/accuracy_{subset}"] = values["accuracy"]
+        run.log_metrics(metrics)
+        if judge is not None:
+            log_judge_usage(run, judge)
+        run.log_artifact(args.out)
+    log.info("%s %s accuracy %s over %d items", series["id"], args.scorer, aggregate["accuracy"], aggregate["n"])
+    return 0
+
+
+def cmd_diagonal(args: argparse.Namespace) -> int:
+    from chartrl import tracking
+    from chartrl.evaluate.diagonal import diagonal
+    from chartrl.files import write_json
+
+    spec = _spec(args.spec, ("evaluate",))
+    evaluate = EvaluateConfig(**spec["evaluate"])
+    first, second = (json.loads(Path(p).read_text()) for p in (args.first, args.second))
+    if first["aggregate"]["generations"] != second["aggregate"]["generations"]:
+        raise UsageError(
+            f"{args.first} and {args.second} scored different generations "
+            f"({first['aggregate']['generations']} vs {second['aggregate']['generations']}): no diagonal check"
+        )
+    result = diagonal(
+        first, second, samples=evaluate.bootstrap_samples, confidence=evaluate.confidence, seed=evaluate.seed
+    )
+    result["generations"] = first["aggregate"]["generations"]
+    result["scores"] = [args.first, args.second]
+    write_json(args.out, result)
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    with tracking.stage_run(
+        settings, f"{spec['series']['id']}/diagonal", _tags(spec["series"], "diagonal", _parent(args.run)), spec
+    ) as run:
+        run.log_metrics(
+            {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
+        )
+        run.log_artifact(args.out)
+    log.info("diagonal %s: drift %s kappa %s", result["scorers"], result["drift"], result["kappa"])
+    return 0
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--spec", required=True, help="JSON: the eval series (with id), its train series and sections")
+    common.add_argument("--run", default=None, help="the train series' run.json (checkpoints, parent MLflow run)")
+    common.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
+    common.add_argument("--experiment", default="chartrl")
+
+    generate = stages.add_parser("generate", parents=[common], help="generations of a checkpoint on the test split")
+    generate.add_argument("--data", required=True, help="the test split parquet")
+    generate.add_argument("--out", required=True, help="generations.parquet")
+    generate.add_argument("--gallery", required=True, help="gallery PNG")
+    generate.set_defaults(func=cmd_generate)
+
+    score = stages.add_parser("score", parents=[common], help="score generations with one scorer")
+    score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel"])
+    score.add_argument("--generations", required=True)
+    score.add_argument("--out", required=True, help="scores_{scorer}.json")
+    score.set_defaults(func=cmd_score)
+
+    diag = stages.add_parser("diagonal", parents=[common], help="compare two scorers on the same generations")
+    diag.add_argument("--first", required=True, help="scores JSON of the first scorer (the rule)")
+    diag.add_argument("--second", required=True, help="scores JSON of the second scorer (judge or panel)")
+    diag.add_argument("--out", required=True, help="diagonal.json")
+    diag.set_defaults(func=cmd_diagonal)

@@ -1,0 +1,76 @@
+"""Build results/report/index.html and metrics.json from a run's results."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import Config
+from chartrl.files import write_atomically, write_json
+from chartrl.report.collect import collect, eval_series_of_generations, limits
+from chartrl.report.figures import curves_figure, reward_parts_figure
+from chartrl.report.gallery import charts_by_id, gallery_items
+
+
+def fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _galleries(config: Config, results: Path, limit: int) -> dict[str, list[dict[str, Any]]]:
+    import pyarrow.parquet as pq
+
+    galleries = {}
+    for owner, members in eval_series_of_generations(config).items():
+        generations = results / "eval" / owner / "generations.parquet"
+        if not generations.is_file():
+            continue
+        verdicts = {}
+        for series in members:
+            for scorer in series.scorers:
+                path = results / "eval" / series.id / f"scores_{scorer}.json"
+                if path.is_file():
+                    items = json.loads(path.read_text())["items"]
+                    verdicts[f"{series.id}:{scorer}"] = {i["id"]: i["verdict"] for i in items}
+        ids = pq.read_table(generations, columns=["id"]).column("id").to_pylist()
+        charts = charts_by_id(results / "data" / members[0].dataset / f"{members[0].split}.parquet", ids)
+        title = f"{owner} (checkpoint of {members[0].of}, read by {', '.join(s.id for s in members)})"
+        galleries[title] = gallery_items(generations, charts, verdicts, limit, base=results.parent)
+    return galleries
+
+
+def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]:
+    import jinja2
+    import plotly.offline
+
+    results, out_dir = Path(results), Path(out_dir)
+    metrics = collect(config, results)
+    generations = {}
+    for generation in sorted({s.generation for s in config.train_series}):
+        members = [(s.id, s.tools) for s in config.train_series if s.generation == generation]
+        generations[generation] = {
+            "curves": curves_figure(
+                metrics["training"], members, f"{generation}: tool policies (solid) and no-tool baselines (dashed)"
+            ),
+            "parts": reward_parts_figure(metrics["training"], members, f"{generation}: reward parts"),
+        }
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("chartrl.report", "templates"), autoescape=jinja2.select_autoescape(["html"])
+    )
+    html = environment.get_template("index.html.jinja").render(
+        metrics=metrics,
+        limits=limits(metrics, config),
+        generations=generations,
+        galleries=_galleries(config, results, config.evaluate.gallery_size),
+        plotly_js=plotly.offline.get_plotlyjs(),
+        fmt=fmt,
+    )
+    metrics["limits"] = limits(metrics, config)
+    write_json(out_dir / "metrics.json", metrics)
+    write_atomically(out_dir / "index.html", lambda tmp: tmp.write_text(html))
+    return metrics

@@ -1,0 +1,178 @@
+"""Everything the report shows, as numbers: ``results/report/metrics.json`` (every number plotted or tabled).
+
+Read from the files the stages wrote (nothing recomputed): data cards, the warm-start check, each train series'
+run.json and metrics.jsonl, each eval series' scores and diagonal files. What is missing is listed, not hidden.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
+
+CURVE_KEYS = (
+    "val/accuracy",
+    "val_shuffled_images/accuracy",
+    "reward/overall",
+    "rollout/tool_call_ratio",
+    "rollout/tool_success",
+    "rollout/correct_label_ratio",
+    "rollout/format_rate",
+    "rollout/response_length",
+    "train/degenerate_fraction",
+    "actor/loss",
+)
+
+
+def _read_json(path: Path) -> Any | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def training(results: Path, series: TrainSeries) -> dict[str, Any] | None:
+    metrics_file = results / "runs" / series.id / "metrics.jsonl"
+    if not metrics_file.is_file():
+        return None
+    lines = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    keys = sorted({k for m in lines for k in m if k == "val/accuracy" or k.startswith(("reward/", *CURVE_KEYS))})
+    curves = {key: [[m["step"], m[key]] for m in lines if key in m] for key in keys}
+    run = _read_json(results / "runs" / series.id / "run.json") or {}
+    return {"steps": lines[-1]["step"] if lines else 0, "curves": curves, "run": run}
+
+
+def matched_steps(config: Config, train: Mapping[str, Any]) -> dict[str, Any]:
+    """Per generation, the train series compared at the same step: the last validation step they all reached
+    (a longer-trained series can look better for that reason alone)."""
+    out = {}
+    for generation in sorted({s.generation for s in config.train_series}):
+        members = [s.id for s in config.train_series if s.generation == generation and train.get(s.id)]
+        if not members:
+            continue
+        val_steps = [{step for step, _ in train[s]["curves"].get("val/accuracy", [])} for s in members]
+        common = set.intersection(*val_steps) if val_steps else set()
+        if not common:
+            continue
+        step = max(common)
+        rows = {}
+        for sid in members:
+            curves = train[sid]["curves"]
+            rows[sid] = {
+                key: next((v for s, v in curves.get(key, []) if s == step), None)
+                for key in ("val/accuracy", "val_shuffled_images/accuracy", "val/tool_call_ratio")
+            }
+            rows[sid]["tools"] = config.series[sid].tools
+        out[generation] = {"step": step, "rows": rows}
+    return out
+
+
+def test_results(results: Path, config: Config) -> dict[str, Any]:
+    out = {}
+    for series in config.eval_series:
+        scores = {}
+        for scorer in series.scorers:
+            data = _read_json(results / "eval" / series.id / f"scores_{scorer}.json")
+            if data is not None:
+                scores[scorer] = data["aggregate"]
+        out[series.id] = {"of": series.of, "checkpoint": series.checkpoint, "scores": scores}
+    return out
+
+
+def collect(config: Config, results: Path) -> dict[str, Any]:
+    results = Path(results)
+    train = {s.id: training(results, s) for s in config.train_series}
+    diagonals = {
+        s.id: d for s in config.eval_series if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
+    }
+    test = test_results(results, config)
+    cards = {
+        name: _read_json(results / "data" / name / "card.json")
+        for name in config.datasets
+        if (results / "data" / name / "card.json").is_file()
+    }
+    judges = sorted(
+        {
+            json.dumps(agg["judge"], sort_keys=True)
+            for t in test.values()
+            for agg in t["scores"].values()
+            if agg.get("judge")
+        }
+    )
+    missing = [
+        f"{sid}: no training results (results/runs/{sid}/metrics.jsonl)" for sid, t in train.items() if t is None
+    ]
+    missing += [
+        f"{sid}: no {scorer} scores"
+        for s in config.eval_series
+        for sid in [s.id]
+        for scorer in s.scorers
+        if scorer not in test[sid]["scores"]
+    ]
+    return {
+        "experiment": config.mlflow.experiment,
+        "backend": config.backend,
+        "series": {
+            sid: {
+                "kind": s.kind,
+                "generation": s.generation,
+                "description": s.description,
+                "config": to_plain(config.resolved["series"][sid]),
+            }
+            for sid, s in config.series.items()
+        },
+        "training": {sid: t for sid, t in train.items() if t is not None},
+        "matched_steps": matched_steps(config, train),
+        "test": test,
+        "diagonal": diagonals,
+        "warmstart": _read_json(results / "models" / "base" / "warmstart.json"),
+        "data": {
+            name: {split: {"rows": info["rows"], "charts": info["charts"]} for split, info in card["splits"].items()}
+            for name, card in cards.items()
+        },
+        "judges": [json.loads(j) for j in judges],
+        "seeds": {"train": config.train.seed, "evaluate": config.evaluate.seed, "count": 1},
+        "missing": missing,
+    }
+
+
+def limits(metrics: Mapping[str, Any], config: Config) -> list[str]:
+    """The limits of this run, in sentences, derived from the run itself."""
+    out = []
+    for judge in metrics["judges"]:
+        members = judge.get("members") or [judge]
+        if all(m.get("backend") == "reference" for m in members):
+            out.append(
+                f"The {judge.get('name')} scorer is {judge.get('kind')}: deterministic answer equivalence, not an "
+                "LLM, so a diagonal check against it compares two rule-like scorers, not a rule against a language "
+                "model."
+            )
+        else:
+            who = ", ".join(f"{m.get('model')} at {m.get('base_url')}" for m in members)
+            out.append(f"The {judge.get('name')} scorer is {judge.get('kind')}: {who}.")
+    out.append(
+        f"One seed (train seed {config.train.seed}): no spread across seeds is shown, so differences between series "
+        "of a few points are within what a different seed could change."
+    )
+    for name, splits in metrics["data"].items():
+        sizes = ", ".join(f"{split} {v['rows']} questions / {v['charts']} charts" for split, v in splits.items())
+        out.append(f"Data {name}: {sizes}.")
+    if config.model.path is None:
+        out.append(
+            "The policy is the embedded default's tiny Qwen2.5-VL-architecture model (about 2 M parameters) trained "
+            "from scratch on synthetic charts on a CPU; its numbers say whether the pipeline works, not how "
+            "Qwen2.5-VL behaves on ChartQA."
+        )
+    steps = {sid: t["steps"] for sid, t in metrics["training"].items()}
+    if steps:
+        out.append(f"Training steps per series: {', '.join(f'{k} {v}' for k, v in steps.items())}.")
+    out += [f"Missing: {m}." for m in metrics["missing"]]
+    return out
+
+
+def eval_series_of_generations(config: Config) -> dict[str, list[EvalSeries]]:
+    """Generating series -> every eval series that scores its generations."""
+    groups: dict[tuple, list[EvalSeries]] = {}
+    for series in config.eval_series:
+        groups.setdefault((series.of, str(series.checkpoint), series.dataset, series.split), []).append(series)
+    return {members[0].id: members for members in groups.values()}

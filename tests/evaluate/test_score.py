@@ -1,0 +1,118 @@
+"""Scoring generations through the CLI: the OpenAI-compatible judge on a loopback server, and a rerun with the
+judge's cache makes no request at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from chartrl.rollout.generations import SCHEMA
+
+from judge_server import FakeJudgeServer
+
+CASES = [
+    # (truth, final response): right and wrong answers the judge must read
+    ("42", "<answer>42</answer>"),
+    ("45", "<answer>45%</answer>"),
+    ("Italy", "<answer>Spain</answer>"),
+    ("12", "<answer>twelve</answer>"),
+    ("7", "no answer tag"),
+]
+
+
+def _generations(path):
+    rows = []
+    for k, (truth, response) in enumerate(CASES):
+        rows.append(
+            {
+                "id": f"q{k}",
+                "sample": 0,
+                "split": "test",
+                "question": f"Question {k}?",
+                "ground_truth": truth,
+                "data_source": "synthchart",
+                "subset": "synthetic",
+                "chart_type": "v_bar",
+                "turns": "[]",
+                "tool_calls": "[]",
+                "tool_called": False,
+                "tool_outcome": "none",
+                "tool_error_kinds": "[]",
+                "final_response": response,
+                "answer": None,
+                "prompt_tokens": 10,
+                "response_tokens": 5,
+                "total_tokens": 15,
+                "tool_turn_tokens": 0,
+                "vision_tokens_sampled": 0,
+                "truncated": False,
+                "edited_images": "[]",
+                "model": "m",
+            }
+        )
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
+    return path
+
+
+def _score(tmp_path, server, out):
+    spec = {
+        "series": {
+            "id": "e5",
+            "generation": "v1",
+            "kind": "eval",
+            "of": "e2",
+            "checkpoint": "last",
+            "scorers": ["judge"],
+        },
+        "judge": {
+            "backend": "openai",
+            "base_url": server.base_url,
+            "model": "judge-model",
+            "api_key_env": "CHARTRL_TEST_KEY",
+            "cache_path": str(tmp_path / "cache.sqlite"),
+            "backoff_initial_s": 0.01,
+            "backoff_max_s": 0.05,
+        },
+    }
+    env = dict(os.environ, CHARTRL_TEST_KEY="sk-test-secret-value-123")
+    command = [
+        sys.executable,
+        "-m",
+        "chartrl",
+        "score",
+        "--spec",
+        json.dumps(spec),
+        "--scorer",
+        "judge",
+        "--generations",
+        str(tmp_path / "generations.parquet"),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/mlflow.db",
+        "--experiment",
+        "score-test",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sk-test-secret-value-123" not in result.stderr
+    return json.loads(out.read_text())
+
+
+def test_a_rerun_with_the_judge_cached_makes_no_request(tmp_path):
+    _generations(tmp_path / "generations.parquet")
+    with FakeJudgeServer() as server:
+        first = _score(tmp_path, server, tmp_path / "first.json")
+        asked = server.requests
+        second = _score(tmp_path, server, tmp_path / "second.json")
+        assert asked == 4  # the response without an answer tag is never sent
+        assert server.requests == asked  # the rerun asked nothing
+    verdicts = [item["verdict"] for item in first["items"]]
+    assert verdicts == ["correct", "correct", "incorrect", "correct", "incorrect"]
+    assert [item["verdict"] for item in second["items"]] == verdicts
+    assert first["aggregate"]["judge"]["model"] == "judge-model"
