@@ -31,15 +31,14 @@ def bench_overrides(repeats: int) -> list[str]:
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     from chartrl.config import load_config
-    from chartrl.verl_backend.overrides import generation_overrides, train_overrides
+    from chartrl.verl_backend.overrides import eval_overrides, train_overrides
 
     config = load_config([REPO / "config/gpu.yaml"], root=REPO)
     work = Path(tempfile.mkdtemp())
-    paths = {"model_dir": work / "m", "data_file": work / "t.parquet", "dump_dir": work / "d"}
 
     def generate():
         found = [train_overrides(config, s.id, work) for s in config.train_series]
-        return found + [generation_overrides(config, s.id, workdir=work, **paths) for s in config.eval_series]
+        return found + [eval_overrides(config, s.id, work) for s in config.eval_series]
 
     config_dir = Path(__import__("verl").__file__).parent / "trainer" / "config"
 

@@ -127,7 +127,7 @@ def train_launch(wildcards):
 
 
 # --- evaluation: generations once per (train series, checkpoint, data), scored by every series that asks --------
-EVAL_CODE = TRAIN_CODE + package_sources("evaluate")
+EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
 
 
 def _generation_key(series):
@@ -189,19 +189,35 @@ def eval_job_spec(*sections):
 
 
 def eval_targets():
-    """Local backend only, like training; the verl backend's evaluation arrives with the verl stage."""
-    if CFG.backend != "local":
-        return []
     targets = [scores_path(s.id, scorer) for s in CFG.eval_series for scorer in s.scorers]
     return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS]
+
+
+def verl_generate_overrides(wildcards):
+    """An eval series' verl generation job (chartrl.verl_backend.overrides.eval_overrides), shell-quoted."""
+    from chartrl.verl_backend.overrides import eval_overrides
+
+    return shlex.join(eval_overrides(CFG, wildcards.series, os.getcwd()))
+
+
+GENERATE_SECTIONS = ("evaluate", "rollout", "prompts", "tools") + (("model", "verl") if CFG.backend == "verl" else ())
+generate_job_spec = eval_job_spec(*GENERATE_SECTIONS)
+
+
+def generate_launch(wildcards):
+    """The launcher prefix of a generate job (as train_launch: verl's driver takes one CPU, its workers the GPUs)."""
+    spec = generate_job_spec(wildcards)
+    if CFG.backend == "verl":
+        return launch_command("generate", wildcards.series, spec + verl_generate_overrides(wildcards), 1, 0)
+    return launch_command("generate", wildcards.series, spec, CFG.evaluate.threads, CFG.ray.job_gpus)
 
 
 def report_inputs(wildcards):
     """Everything the report reads: data cards, the warm-start check, training and evaluation results."""
     inputs = [f"results/data/{name}/card.json" for name in CFG.needed_splits()]
     inputs += ["results/models/base"] if CFG.model.path is None else []
-    inputs += [f"results/runs/{series}/metrics.jsonl" for series in TRAIN_SERIES] if CFG.backend == "local" else []
-    inputs += [f"results/eval/{series}/generations.parquet" for series in GENERATING_SERIES] if CFG.backend == "local" else []
+    inputs += [f"results/runs/{series}/metrics.jsonl" for series in TRAIN_SERIES]
+    inputs += [f"results/eval/{series}/generations.parquet" for series in GENERATING_SERIES]
     return inputs + eval_targets()
 
 

@@ -1,38 +1,76 @@
 # Test evaluation: generations for each checkpoint an eval series names (produced once: e8 and e9 read e6's,
 # e13 and e14 read e10's), scored by each series' scorers, and the diagonal check where one checkpoint is
-# scored twice (rule against judge or panel).
+# scored twice (rule against judge or panel). Generate jobs run through the launcher (rules/launch.smk); on the
+# verl backend a generate job merges the checkpoint, runs verl with trainer.val_only and converts its dump.
 
 
-rule generate:
-    input:
-        run=eval_train_run,
-        data=eval_data,
-        code=EVAL_CODE,
-    output:
-        generations="results/eval/{series}/generations.parquet",
-        gallery=report(
-            "results/eval/{series}/gallery.png",
-            caption="../workflow/report/eval_gallery.rst",
-            category="Evaluation",
-            subcategory="{series}",
-        ),
-    params:
-        spec=eval_job_spec("evaluate", "rollout", "prompts", "tools"),
-        tracking_uri=CFG.mlflow.tracking_uri,
-        experiment=CFG.mlflow.experiment,
-    wildcard_constraints:
-        series="|".join(GENERATING_SERIES) or "(?!)",
-    threads: CFG.evaluate.threads
-    log:
-        "results/logs/eval/{series}/generate.log",
-    benchmark:
-        "results/benchmarks/eval/{series}/generate.tsv"
-    conda:
-        "../envs/cpu.yaml"
-    shell:
-        "chartrl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
-        " --out {output.generations:q} --gallery {output.gallery:q}"
-        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+if CFG.backend == "verl":
+
+    rule generate:
+        input:
+            run=eval_train_run,
+            data=eval_data,
+            code=EVAL_CODE,
+        output:
+            generations="results/eval/{series}/generations.parquet",
+            gallery=report(
+                "results/eval/{series}/gallery.png",
+                caption="../workflow/report/eval_gallery.rst",
+                category="Evaluation",
+                subcategory="{series}",
+            ),
+        params:
+            spec=generate_job_spec,
+            launch=generate_launch,
+            overrides=verl_generate_overrides,
+            tracking_uri=CFG.mlflow.tracking_uri,
+            experiment=CFG.mlflow.experiment,
+        wildcard_constraints:
+            series="|".join(GENERATING_SERIES) or "(?!)",
+        log:
+            "results/logs/eval/{series}/generate.log",
+        benchmark:
+            "results/benchmarks/eval/{series}/generate.tsv"
+        conda:
+            "../envs/gpu.yaml"
+        shell:
+            "{params.launch} chartrl verl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+            " --out {output.generations:q} --gallery {output.gallery:q} --tracking-uri {params.tracking_uri:q}"
+            " --experiment {params.experiment:q} -- {params.overrides} > {log:q} 2>&1"
+
+else:
+
+    rule generate:
+        input:
+            run=eval_train_run,
+            data=eval_data,
+            code=EVAL_CODE,
+        output:
+            generations="results/eval/{series}/generations.parquet",
+            gallery=report(
+                "results/eval/{series}/gallery.png",
+                caption="../workflow/report/eval_gallery.rst",
+                category="Evaluation",
+                subcategory="{series}",
+            ),
+        params:
+            spec=generate_job_spec,
+            launch=generate_launch,
+            tracking_uri=CFG.mlflow.tracking_uri,
+            experiment=CFG.mlflow.experiment,
+        wildcard_constraints:
+            series="|".join(GENERATING_SERIES) or "(?!)",
+        threads: CFG.evaluate.threads
+        log:
+            "results/logs/eval/{series}/generate.log",
+        benchmark:
+            "results/benchmarks/eval/{series}/generate.tsv"
+        conda:
+            "../envs/cpu.yaml"
+        shell:
+            "{params.launch} chartrl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+            " --out {output.generations:q} --gallery {output.gallery:q}"
+            " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
 rule score:

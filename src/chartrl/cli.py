@@ -15,7 +15,9 @@ import sys
 
 from chartrl.errors import ChartrlError
 
-COMMAND_GROUPS = ("config", "data", "tools", "reward", "model", "rollout", "train", "evaluate", "report", "verl", "launch")
+COMMAND_GROUPS = (
+    "config", "data", "tools", "reward", "model", "rollout", "train", "evaluate", "report", "verl", "launch",
+)  # fmt: skip
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 
 

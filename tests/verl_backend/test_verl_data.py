@@ -34,7 +34,7 @@ def load(path, processor, folder, tool_config=None):
         "image_key": "images",
         "max_prompt_length": 4096,
         "filter_overlong_prompts": True,
-        "filter_overlong_prompts_workers": None,  # in-process: datasets forks a pool even for 1, which can hang under pytest
+        "filter_overlong_prompts_workers": None,  # in-process: datasets forks a pool even for 1 (hangs under pytest)
         "return_raw_chat": True,
         "cache_dir": str(folder / "cache"),
         "tool_config_path": str(tool_config) if tool_config else None,

@@ -1,5 +1,6 @@
-"""`snakemake -n -p --configfile config/gpu.yaml` prints the exact command of every train series: each runs
-`chartrl verl train` through the Ray launcher with the series' verl overrides written out."""
+"""`snakemake -n -p --configfile config/gpu.yaml` prints the exact command of all 14 series: each train series runs
+`chartrl verl train` through the Ray launcher with its verl overrides written out, each checkpoint an eval series
+names is generated once by `chartrl verl generate` (verl with trainer.val_only), and every eval series is scored."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def commands(tmp_path_factory):
-    """series -> the train command the GPU dry run prints, split into words."""
+def printed(tmp_path_factory):
+    """(kind, series) -> the command the GPU dry run prints, split into words."""
     workdir = tmp_path_factory.mktemp("dry")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
@@ -28,11 +29,30 @@ def commands(tmp_path_factory):
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     found = {}
+    patterns = {
+        "train": r"chartrl verl train .*--out results/runs/(e\d+) ",
+        "generate": r"chartrl verl generate .*--out results/eval/(e\d+)/generations",
+        "score": r"chartrl score .*--out results/eval/(e\d+)/scores_",
+    }
     for line in result.stdout.splitlines():
-        match = re.search(r"--out results/runs/(e\d+) ", line)
-        if "chartrl verl train" in line and match:
-            found[match.group(1)] = shlex.split(line.split("Shell command: ", 1)[-1])
+        for kind, pattern in patterns.items():
+            match = re.search(pattern, line)
+            if match:
+                found[kind, match.group(1)] = shlex.split(line.split("Shell command: ", 1)[-1])
     return found
+
+
+@pytest.fixture(scope="module")
+def commands(printed):
+    """series -> its train command."""
+    return {series: words for (kind, series), words in printed.items() if kind == "train"}
+
+
+def test_all_fourteen_series_have_their_commands(printed):
+    series = {name for _, name in printed}
+    assert sorted(series, key=lambda s: int(s[1:])) == [f"e{k}" for k in range(1, 15)]
+    generating = sorted((s for kind, s in printed if kind == "generate"), key=lambda s: int(s[1:]))
+    assert generating == ["e4", "e5", "e8", "e13"]  # e9 scores e8's generations (both of e6), e14 e13's (of e10)
 
 
 def test_every_train_series_has_its_verl_command(commands):
@@ -60,3 +80,14 @@ def test_the_judge_key_is_named_never_valued(commands):
     # e2 and e12 call the OpenAI-compatible judge: the launcher is told the variable's name
     words = commands["e2"]
     assert words[words.index("--secret-env") + 1] == "OPENROUTER_API_KEY"
+
+
+def test_e13_generates_with_verl_val_only_on_the_test_split(printed):
+    words = printed["generate", "e13"]
+    assert words[:4] == ["chartrl", "launch", "--launcher", "ray"]
+    overrides = words[words.index("--", words.index("generate")) + 1 :]
+    values = dict(w.split("=", 1) for w in overrides if "=" in w and not w.startswith(">"))
+    assert values["trainer.val_only"] == "True"
+    assert values["trainer.validation_data_dir"].endswith("results/eval/e13/verl/dumps")
+    assert values["actor_rollout_ref.model.path"].endswith("results/eval/e13/verl/model")
+    assert values["actor_rollout_ref.rollout.multi_turn.tool_config_path"].endswith("results/runs/e10/verl/tools.yaml")

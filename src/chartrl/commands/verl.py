@@ -3,6 +3,8 @@
 - ``chartrl verl overrides --series ID [--configfile F]``: the Hydra overrides of one series' verl job, one per
   line (a train series: its training; an eval series: its generation job on the test split).
 - ``chartrl verl train --spec JSON --train P --val P --out DIR -- OVERRIDES...``: what the train rule runs.
+- ``chartrl verl generate --spec JSON --run run.json --data P --out P --gallery P -- OVERRIDES...``: what the
+  generate rule runs for an eval series (merge, convert, ``trainer.val_only``, convert the dump back).
 - ``chartrl verl merge --run run.json --checkpoint last|best_val|N --out DIR``: a checkpoint to Hugging Face.
 - ``chartrl verl generations --dump DIR --data P --tokenizer DIR --out P``: verl's dump -> generations contract.
 """
@@ -24,14 +26,13 @@ SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl
 
 def cmd_overrides(args: argparse.Namespace) -> int:
     from chartrl.config import EvalSeries, load_config
-    from chartrl.verl_backend.overrides import GenerationFiles, generation_overrides, train_overrides
+    from chartrl.verl_backend.overrides import eval_overrides, train_overrides
 
     config = load_config(args.configfile, root=args.root)
     if args.series not in config.series:
         raise ConfigError(f"unknown series '{args.series}'; series are: {', '.join(config.series)}")
     if isinstance(config.series[args.series], EvalSeries):
-        paths = GenerationFiles.of(args.series, args.workdir).paths()
-        lines = generation_overrides(config, args.series, workdir=args.workdir, **paths)
+        lines = eval_overrides(config, args.series, args.workdir)
     else:
         lines = train_overrides(config, args.series, args.workdir)
     print("\n".join(lines))
@@ -73,6 +74,44 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     summary = run_train_job(job)
     log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])
+    return 0
+
+
+GENERATE_SECTIONS = ("evaluate", "prompts", "tools", "model", "rollout", "verl")
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config
+    from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
+    from chartrl.verl_backend.job import override_values
+
+    try:
+        spec = json.loads(args.spec)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--spec is not JSON: {err}") from err
+    if "id" not in spec.get("series", {}) or "id" not in spec.get("of", {}):
+        raise UsageError("--spec must hold the eval series and its train series (`of`), as the generate rule writes")
+    sections = {name: validate_section(name, spec.get(name)) for name in GENERATE_SECTIONS}
+    overrides = [o for o in args.overrides if o != "--"]
+    if not overrides:
+        raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
+    length = override_values(overrides).get("actor_rollout_ref.rollout.response_length")
+    job = VerlGenerationJob(
+        series=spec["series"],
+        of=spec["of"],
+        prompts=PromptConfig(**sections["prompts"]),
+        tools=tools_config(sections["tools"]),
+        model=model_config(sections["model"]),
+        overrides=overrides,
+        run_json=Path(args.run),
+        data=Path(args.data),
+        out=Path(args.out),
+        gallery=Path(args.gallery),
+        gallery_size=sections["evaluate"]["gallery_size"],
+        response_length=int(length) if length else None,
+        mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
+    )
+    run_generation_job(job)
     return 0
 
 
@@ -128,6 +167,17 @@ def register(stages: argparse._SubParsersAction) -> None:
     train.add_argument("--experiment", default="chartrl")
     train.add_argument("overrides", nargs=argparse.REMAINDER, help="-- then the Hydra overrides")
     train.set_defaults(func=cmd_train)
+
+    generate = commands.add_parser("generate", help="one eval series' test generations on verl (the generate rule)")
+    generate.add_argument("--spec", required=True, help="JSON: the eval series, its train series (of), the sections")
+    generate.add_argument("--run", required=True, help="results/runs/{of}/run.json of a verl run")
+    generate.add_argument("--data", required=True, help="the test split (our contract)")
+    generate.add_argument("--out", required=True, help="results/eval/{series}/generations.parquet")
+    generate.add_argument("--gallery", required=True, help="gallery PNG")
+    generate.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
+    generate.add_argument("--experiment", default="chartrl")
+    generate.add_argument("overrides", nargs=argparse.REMAINDER, help="-- then the Hydra overrides")
+    generate.set_defaults(func=cmd_generate)
 
     merge = commands.add_parser("merge", help="merge a verl checkpoint into a Hugging Face folder")
     merge.add_argument("--run", required=True, help="results/runs/{series}/run.json of a verl run")

@@ -394,6 +394,16 @@ def generation_overrides(
     ]
 
 
+def eval_overrides(config: Config, series_id: str, workdir: str | Path = ".") -> list[str]:
+    """The generation job of eval series ``series_id`` as the generate rule runs it: its files under
+    ``results/eval/{series}/verl/`` and the ``evaluate:`` sampling (n, greedy, limit)."""
+    paths = GenerationFiles.of(series_id, workdir).paths()
+    evaluate = config.evaluate
+    return generation_overrides(
+        config, series_id, workdir=workdir, n=evaluate.n, greedy=evaluate.greedy, limit=evaluate.limit, **paths
+    )
+
+
 def mlflow_overrides(tracking_uri: str, run_id: str) -> list[str]:
     """Where verl's MLflow logger writes: the series' run. Set as Ray runtime-env variables, so every actor of
     verl's job sees them (verl reads ``MLFLOW_TRACKING_URI`` and attaches to ``MLFLOW_RUN_ID``)."""
