@@ -421,6 +421,7 @@ class WarmstartConfig:
     tool_rate: float
     correct_label_rate: float
     no_tool_rate: float
+    perception_rate: float
     eval_rows: int
     threads: int
 
@@ -496,6 +497,7 @@ class Config:
     datasets: Mapping[str, DatasetConfig]
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
+    extra_seeds: tuple[int, ...]
     samples_in_card: int
     judge: JudgeConfig
 
@@ -713,6 +715,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         ),
         series=MappingProxyType({sid: _series(sid, section, resolved) for sid, section in resolved["series"].items()}),
         extra_datasets=tuple(resolved["extra_datasets"]),
+        extra_seeds=tuple(s for s in resolved["extra_seeds"] if s != resolved["train"]["seed"]),
         samples_in_card=shared["samples_in_card"],
         judge=JudgeConfig.from_dict(resolved["judge"]),
     )

@@ -7,7 +7,10 @@ assistant tokens only.
 
 Which labels a demonstrated call keeps is the question's own labels in ``correct_label_rate`` of the tool
 demonstrations and random other labels in the rest, so the warm start teaches *how* to call a tool and read the
-edited chart, while *which* label to keep is left for RL to learn (issue 8).
+edited chart, while *which* label to keep is left for RL to learn (issue 8). A demonstration that keeps other
+labels answers what its edited chart shows (the kept bar's value, for a synthetic chart whose data the row
+carries): every demonstrated answer after an observation is a true reading of that observation, so perception
+is taught on every tool demonstration, and only the choice of label is left at chance.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Demonstration:
     """1 where the model is trained (assistant tokens), 0 elsewhere."""
     images: list[Any]
     kind: str
-    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool."""
+    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool,
+    perception (the no-tool prompt on the masked chart)."""
 
 
 def _assistant_ids(policy, text: str) -> list[int]:
@@ -60,6 +64,8 @@ def build_demonstration(
     from chartrl.tools import run_tool_text
 
     image = conversation.chart_image(row)
+    if rng.random() < cfg.perception_rate:
+        return perception_demonstration(policy, row, image, prompt_config)
     with_tools = rng.random() >= cfg.no_tool_rate
     text = conversation.prompt_text(row, with_tools=with_tools, prompt_config=prompt_config, tool_names=tools.names)
     messages = conversation.initial_messages(row, image, text)
@@ -89,10 +95,39 @@ def build_demonstration(
     ids = list(merge.token_ids)
     if outcome.image is not None:
         images.append(outcome.image)
+    if keep != about:
+        answer = f"<answer>{_answer_shown(row, keep)}</answer>"
     reply = _assistant_ids(policy, answer)
     return Demonstration(
         ids + reply, mask + [1] * len(reply), images, "tool_correct" if keep == about else "tool_other"
     )
+
+
+def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfig) -> Demonstration:
+    """The question with the no-tool prompt, on the chart as a mask keeping the question's labels shows it (the
+    full chart when the question names none or the chart has no boxes for them)."""
+    from chartrl.tools.focus import focus
+
+    axis = TOOL_AXIS.get(row.chart_type)
+    about = list(row.extra.get("about") or [])
+    if axis and about and set(about) <= set(row.bboxes.get(axis, {})):
+        edited = focus(image, row.bboxes, axis, about, "mask")
+        image = edited.image if edited.ok else image
+    text = conversation.prompt_text(row, with_tools=False, prompt_config=prompt_config, tool_names=())
+    messages = conversation.initial_messages(row, image, text)
+    ids = list(policy.builder.build_initial_tokens(messages, images=[image]))
+    reply = _assistant_ids(policy, f"<answer>{row.answer}</answer>")
+    return Demonstration(ids + reply, [0] * len(ids) + [1] * len(reply), [image], "perception")
+
+
+def _answer_shown(row: Row, kept: Sequence[str]) -> str:
+    """The answer the edited chart shows when a call kept ``kept`` instead of the asked labels; the row's own
+    answer where the row does not carry the chart data to derive one."""
+    from chartrl.data.synthchart import answer_about
+
+    chart = row.extra.get("chart")
+    shown = answer_about(chart, row.extra.get("question_type", ""), kept) if chart else None
+    return row.answer if shown is None else shown
 
 
 def lr_at(step: int, cfg: WarmstartConfig) -> float:
