@@ -422,6 +422,7 @@ class WarmstartConfig:
     correct_label_rate: float
     no_tool_rate: float
     perception_rate: float
+    perception_steps: int
     eval_rows: int
     threads: int
 

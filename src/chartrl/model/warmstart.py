@@ -59,12 +59,18 @@ def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
 
 
 def build_demonstration(
-    policy, row: Row, rng: random.Random, cfg: WarmstartConfig, prompt_config: PromptConfig, tools: ToolsConfig
+    policy,
+    row: Row,
+    rng: random.Random,
+    cfg: WarmstartConfig,
+    prompt_config: PromptConfig,
+    tools: ToolsConfig,
+    perception_only: bool = False,
 ) -> Demonstration:
     from chartrl.tools import run_tool_text
 
     image = conversation.chart_image(row)
-    if rng.random() < cfg.perception_rate:
+    if perception_only or rng.random() < cfg.perception_rate:
         return perception_demonstration(policy, row, image, prompt_config)
     with_tools = rng.random() >= cfg.no_tool_rate
     text = conversation.prompt_text(row, with_tools=with_tools, prompt_config=prompt_config, tool_names=tools.names)
@@ -174,8 +180,10 @@ def train_warmstart(
     progress = Progress("warm start", cfg.steps, log, unit="steps")
     for step in range(cfg.steps):
         started = time.perf_counter()
+        perception_only = step < cfg.perception_steps
         demos = [
-            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools) for _ in range(cfg.batch_size)
+            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception_only)
+            for _ in range(cfg.batch_size)
         ]
         built = time.perf_counter()
         for group in optimizer.param_groups:
@@ -192,6 +200,7 @@ def train_warmstart(
             "warmstart/grad_norm": float(grad_norm),
             "warmstart/lr": lr_at(step, cfg),
             "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
+            "warmstart/perception_demo_fraction": sum(k == "perception" for k in kinds) / len(kinds),
             "warmstart/tokens": sum(len(d.ids) for d in demos),
             "timing/demos": built - started,
             "timing/update": time.perf_counter() - built,
