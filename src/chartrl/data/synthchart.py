@@ -19,7 +19,7 @@ import logging
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -294,6 +294,14 @@ def _count_question(chart: ChartData) -> Question:
 def make_question(qtype: str, chart: ChartData, rng: random.Random) -> Question:
     if qtype == "count":
         return _count_question(chart)
+    if chart.style == "mini":
+        # A mini label is quoted ("B"), so the question holds the same token a tool call writes (["B"]): copying a
+        # label into a call is then a token copy, which the tiny model learns far sooner than a mapping from " B".
+        chart = replace(chart, labels=tuple(f'"{label}"' for label in chart.labels))
+        question = make_question(qtype, replace(chart, style="vbar"), rng)
+        return replace(question, about=tuple(label.strip('"') for label in question.about), answer=(
+            question.answer.strip('"')
+        ))
     s = rng.randrange(len(chart.series))
     values = chart.values[s]
     series = chart.series[s] or None
