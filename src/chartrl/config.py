@@ -420,6 +420,7 @@ class WarmstartConfig:
     seed: int
     tool_rate: float
     correct_label_rate: float
+    correct_label_rate_start: float | None
     no_tool_rate: float
     perception_rate: float
     perception_steps: int

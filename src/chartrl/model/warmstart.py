@@ -66,7 +66,9 @@ def build_demonstration(
     prompt_config: PromptConfig,
     tools: ToolsConfig,
     perception_only: bool = False,
+    correct_label_rate: float | None = None,
 ) -> Demonstration:
+    """One demonstration of ``row``; ``correct_label_rate`` overrides the config's (the warm start's schedule)."""
     from chartrl.tools import run_tool_text
 
     image = conversation.chart_image(row)
@@ -87,7 +89,7 @@ def build_demonstration(
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
 
-    correct = rng.random() < cfg.correct_label_rate
+    correct = rng.random() < (cfg.correct_label_rate if correct_label_rate is None else correct_label_rate)
     others = [label for label in labels if label not in about]
     keep = about if correct or len(others) < len(about) else rng.sample(others, len(about))
     call = _call_text(rng.choice(names), axis, keep)
@@ -144,6 +146,18 @@ def lr_at(step: int, cfg: WarmstartConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def correct_label_rate_at(step: int, cfg: WarmstartConfig) -> float:
+    """The share of tool demonstrations keeping the asked labels at ``step``: correct_label_rate_start after the
+    perception steps, falling linearly to correct_label_rate half-way through the remaining steps, then held
+    there (so the warm start ends at correct_label_rate). Constant when correct_label_rate_start is null."""
+    start = cfg.correct_label_rate_start
+    if start is None:
+        return cfg.correct_label_rate
+    remaining = max(1, cfg.steps - cfg.perception_steps)
+    progress = min(1.0, max(0.0, (step - cfg.perception_steps) / (remaining / 2)))
+    return start + (cfg.correct_label_rate - start) * progress
+
+
 def supervised_loss(policy, demos: Sequence[Demonstration]):
     """Mean cross-entropy over the demonstrations' assistant tokens."""
     import torch
@@ -181,8 +195,9 @@ def train_warmstart(
     for step in range(cfg.steps):
         started = time.perf_counter()
         perception_only = step < cfg.perception_steps
+        label_rate = correct_label_rate_at(step, cfg)
         demos = [
-            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception_only)
+            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception_only, label_rate)
             for _ in range(cfg.batch_size)
         ]
         built = time.perf_counter()
@@ -199,6 +214,7 @@ def train_warmstart(
             "warmstart/loss": loss.item(),
             "warmstart/grad_norm": float(grad_norm),
             "warmstart/lr": lr_at(step, cfg),
+            "warmstart/correct_label_rate": label_rate,
             "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
             "warmstart/perception_demo_fraction": sum(k == "perception" for k in kinds) / len(kinds),
             "warmstart/tokens": sum(len(d.ids) for d in demos),
