@@ -22,7 +22,8 @@ from conftest import dataset_from
 
 
 def _cfg(default_config, **changes):
-    return dataclasses.replace(default_config.warmstart, **changes)
+    """The default warm start without perception demonstrations, unless a test asks for them."""
+    return dataclasses.replace(default_config.warmstart, **{"perception_rate": 0.0, **changes})
 
 
 def test_tool_demonstration_trains_only_the_assistant_tokens(tiny_policy, synth_rows, default_config):
