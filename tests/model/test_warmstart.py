@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import random
-
-import torch
-
 import io
 import json
+import random
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from chartrl.config import ToolsConfig
@@ -116,7 +114,9 @@ def test_a_call_keeping_another_label_is_answered_from_the_edited_chart(tiny_pol
     for row in mini_rows:
         if len(row.bboxes["x_values"]) < 2 * len(row.extra["about"]):
             continue  # too few other labels to keep instead: the demonstration keeps the asked ones
-        demo = build_demonstration(tiny_policy, row, random.Random(2), cfg, default_config.prompts, default_config.tools)
+        demo = build_demonstration(
+            tiny_policy, row, random.Random(2), cfg, default_config.prompts, default_config.tools
+        )
         assert demo.kind == "tool_other", row.id
         text = _trained_text(tiny_policy, demo)
         kept = json.loads(text.split("<tool_call>\n")[1].split("\n</tool_call>")[0])["arguments"]["x_values"]

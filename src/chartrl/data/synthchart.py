@@ -299,9 +299,9 @@ def make_question(qtype: str, chart: ChartData, rng: random.Random) -> Question:
         # label into a call is then a token copy, which the tiny model learns far sooner than a mapping from " B".
         chart = replace(chart, labels=tuple(f'"{label}"' for label in chart.labels))
         question = make_question(qtype, replace(chart, style="vbar"), rng)
-        return replace(question, about=tuple(label.strip('"') for label in question.about), answer=(
-            question.answer.strip('"')
-        ))
+        return replace(
+            question, about=tuple(label.strip('"') for label in question.about), answer=(question.answer.strip('"'))
+        )
     s = rng.randrange(len(chart.series))
     values = chart.values[s]
     series = chart.series[s] or None
