@@ -84,24 +84,6 @@ rule diagonal:
 # Test accuracy per question type of every train series (last checkpoint) and of the warm-started starting point
 # (with and without tools), each next to its shuffled-image control: what the report's per-type table,
 # tool-vs-no-tool gaps and bootstrap intervals are computed from.
-TEST_DATA = f"results/data/{CFG.resolved['evaluate']['dataset']}/{CFG.resolved['evaluate']['split']}.parquet"
-
-
-def test_accuracy_spec(series_id):
-    sections = {name: to_plain(CFG.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
-    series = {"id": series_id, **to_plain(CFG.resolved["series"].get(series_id, {}))}
-    return json.dumps({"series": series, **sections}, sort_keys=True)
-
-
-def test_accuracy_targets():
-    if CFG.backend != "local":
-        return []
-    targets = [f"results/eval/{series}/test_accuracy.json" for series in TRAIN_SERIES]
-    if CFG.model.path is None:
-        targets += [f"results/eval/warmstart/test_accuracy_tools_{mode}.json" for mode in ("on", "off")]
-    return targets
-
-
 rule test_accuracy:
     input:
         run="results/runs/{series}/run.json",

@@ -3,20 +3,6 @@
 # The main run (train.seed) keeps its own paths; the other seeds live under results/seeds/{series}/seed{seed}/.
 
 
-def seed_train_spec(wildcards):
-    spec = json.loads(train_job_spec(wildcards))
-    spec["train"]["seed"] = int(wildcards.seed)
-    return json.dumps(spec, sort_keys=True)
-
-
-def seed_targets():
-    if CFG.backend != "local":
-        return []
-    return [
-        f"results/seeds/{series}/seed{seed}/test_accuracy.json" for series in TRAIN_SERIES for seed in CFG.extra_seeds
-    ]
-
-
 rule train_seed:
     input:
         model=policy_model,
