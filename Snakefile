@@ -20,6 +20,7 @@ include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
+include: "rules/seeds.smk"
 include: "rules/report.smk"
 
 

@@ -223,3 +223,36 @@ def report_inputs(wildcards):
 
 def all_targets():
     return data_targets() + model_targets() + train_targets() + eval_targets() + ["results/report/index.html"]
+
+
+# --- per-type test accuracy (rules/evaluate.smk) and more train seeds (rules/seeds.smk), issue 8 ------------
+TEST_DATA = f"results/data/{CFG.resolved['evaluate']['dataset']}/{CFG.resolved['evaluate']['split']}.parquet"
+
+
+def test_accuracy_spec(series_id):
+    sections = {name: to_plain(CFG.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
+    series = {"id": series_id, **to_plain(CFG.resolved["series"].get(series_id, {}))}
+    return json.dumps({"series": series, **sections}, sort_keys=True)
+
+
+def test_accuracy_targets():
+    if CFG.backend != "local":
+        return []
+    targets = [f"results/eval/{series}/test_accuracy.json" for series in TRAIN_SERIES]
+    if CFG.model.path is None:
+        targets += [f"results/eval/warmstart/test_accuracy_tools_{mode}.json" for mode in ("on", "off")]
+    return targets
+
+
+def seed_train_spec(wildcards):
+    spec = json.loads(train_job_spec(wildcards))
+    spec["train"]["seed"] = int(wildcards.seed)
+    return json.dumps(spec, sort_keys=True)
+
+
+def seed_targets():
+    if CFG.backend != "local":
+        return []
+    return [
+        f"results/seeds/{series}/seed{seed}/test_accuracy.json" for series in TRAIN_SERIES for seed in CFG.extra_seeds
+    ]

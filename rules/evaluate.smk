@@ -117,3 +117,48 @@ rule diagonal:
         "chartrl diagonal --spec {params.spec:q} --run {input.run:q} --first {input.first:q}"
         " --second {input.second:q} --out {output:q}"
         " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+# Test accuracy per question type of every train series (last checkpoint) and of the warm-started starting point
+# (with and without tools), each next to its shuffled-image control: what the report's per-type table,
+# tool-vs-no-tool gaps and bootstrap intervals are computed from.
+rule test_accuracy:
+    input:
+        run="results/runs/{series}/run.json",
+        data=TEST_DATA,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/test_accuracy.json",
+    params:
+        spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+    wildcard_constraints:
+        series="|".join(TRAIN_SERIES) or "(?!)",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/eval/{series}/test_accuracy.log",
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        " --out {output:q} > {log:q} 2>&1"
+
+
+rule warmstart_test_accuracy:
+    input:
+        model="results/models/base",
+        data=TEST_DATA,
+        code=EVAL_CODE,
+    output:
+        "results/eval/warmstart/test_accuracy_tools_{mode}.json",
+    params:
+        spec=lambda wildcards: test_accuracy_spec("warmstart"),
+    wildcard_constraints:
+        mode="on|off",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/eval/warmstart/test_accuracy_tools_{mode}.log",
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl test-accuracy --spec {params.spec:q} --model {input.model:q} --tools {wildcards.mode}"
+        " --data {input.data:q} --out {output:q} > {log:q} 2>&1"

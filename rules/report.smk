@@ -5,6 +5,8 @@
 rule report:
     input:
         report_inputs,
+        test_accuracy_targets(),
+        seed_targets(),
         code=package_sources("report", "config.py"),
     output:
         html=report(

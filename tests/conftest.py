@@ -133,7 +133,9 @@ def warm_model_dir(tiny_model_dir, synth_rows, default_config, tmp_path_factory)
     from chartrl.model.warmstart import train_warmstart
 
     policy = load_policy(tiny_model_dir, threads=2, train=True)
-    cfg = dataclasses.replace(default_config.warmstart, steps=24, batch_size=4, warmup_steps=4, lr=3e-3)
+    cfg = dataclasses.replace(
+        default_config.warmstart, steps=24, batch_size=4, warmup_steps=4, lr=3e-3, perception_steps=0
+    )
     train_warmstart(policy, synth_rows["train"], cfg, default_config.prompts, default_config.tools)
     out = tmp_path_factory.mktemp("models") / "warm"
     policy.model.save_pretrained(out)

@@ -21,6 +21,8 @@ EVAL_JOBS = (
     {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13")}
     | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES.items()}
     | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
+    | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
+    | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("report", "")}
 )
 
@@ -185,6 +187,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
     reward.write_text("series:\n  e6:\n    reward: {name: v2_shaped, d_length: 0.3}\n")
     assert _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reward)).stdout) == {
         ("train", "series=e6"),
+        ("test_accuracy", "series=e6"),
         ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
         ("score", "series=e8, scorer=rule"),
         ("score", "series=e9, scorer=judge"),

@@ -420,7 +420,10 @@ class WarmstartConfig:
     seed: int
     tool_rate: float
     correct_label_rate: float
+    correct_label_rate_start: float | None
     no_tool_rate: float
+    perception_rate: float
+    perception_steps: int
     eval_rows: int
     threads: int
 
@@ -546,6 +549,7 @@ class Config:
     datasets: Mapping[str, DatasetConfig]
     series: Mapping[str, TrainSeries | EvalSeries]
     extra_datasets: tuple[str, ...]
+    extra_seeds: tuple[int, ...]
     samples_in_card: int
     judge: JudgeConfig
     verl: VerlConfig
@@ -769,6 +773,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         ),
         series=MappingProxyType({sid: _series(sid, section, resolved) for sid, section in resolved["series"].items()}),
         extra_datasets=tuple(resolved["extra_datasets"]),
+        extra_seeds=tuple(s for s in resolved["extra_seeds"] if s != resolved["train"]["seed"]),
         samples_in_card=shared["samples_in_card"],
         judge=JudgeConfig.from_dict(resolved["judge"]),
         verl=verl_config(resolved["verl"]),

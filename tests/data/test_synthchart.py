@@ -160,3 +160,109 @@ def test_parallel_rendering_gives_the_same_rows_as_serial(dataset):
 )
 def test_format_number(value, decimals, text):
     assert synthchart.format_number(value, decimals) == text
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The mini style (../shared/facts.md: "A miniature chart task where the mask tool matters")
+# --------------------------------------------------------------------------------------------------------------
+
+MINI_SECTION = {
+    "source": "synthchart",
+    "seed": 3,
+    "splits": {"train": 8, "val": 4, "test": 24},
+    "questions_per_chart": 3,
+    "styles": {"mini": 1},
+    "image_size": [168, 56],
+    "question_types": {"value": 2, "count": 1, "compare": 1},
+}
+
+
+@pytest.fixture(scope="module")
+def mini_rows():
+    rows, rejects = collect_split(dataset_from(MINI_SECTION, name="mini"), "test", root=".", threads=1)
+    assert rejects == []
+    return rows
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def _pixel_box(row, label) -> list[int]:
+    return [round(v * s) for v, s in zip(row.bboxes["x_values"][label], (168, 56, 168, 56), strict=True)]
+
+
+def _ink(image: np.ndarray) -> np.ndarray:
+    """(H, W) True where a pixel is not white."""
+    return (image < 250).any(axis=-1)
+
+
+def test_mini_charts_follow_the_layout(mini_rows):
+    """168 x 56, 3-6 distinct letters A-H, distinct values in tens from 10 to 100, questions of the three types."""
+    assert {r.extra["question_type"] for r in mini_rows} == {"value", "count", "compare"}
+    for row in mini_rows:
+        check_row(row)
+        assert row.answer == expected_answer(row), (row.id, row.problem)
+        chart = row.extra["chart"]
+        labels, values = chart["labels"], chart["values"][0]
+        assert 3 <= len(labels) <= 6 and len(set(labels)) == len(labels) and set(labels) <= set("ABCDEFGH")
+        assert len(set(values)) == len(values) and all(v in range(10, 101, 10) for v in values)
+        assert _pixels(row.images[0]).shape == (56, 168, 3)
+        assert row.chart_type == "v_bar" and list(row.bboxes["x_values"]) == labels and not row.bboxes["y_values"]
+
+
+def test_mini_boxes_are_whole_merged_patches_around_their_bars_and_letters(mini_rows):
+    """Each label's box is one 28-px column slot, full height, on the 28 x 28 grid; the bar (20 px wide, in the top
+    row, height proportional to the value) and the letter (in the bottom row) lie inside it, and nothing is drawn
+    outside the slots."""
+    for row in {r.extra["chart_index"]: r for r in mini_rows}.values():
+        image = _pixels(row.images[0])
+        ink = _ink(image)
+        chart = row.extra["chart"]
+        covered = np.zeros_like(ink)
+        for slot, (label, value) in enumerate(zip(chart["labels"], chart["values"][0], strict=True)):
+            x1, y1, x2, y2 = _pixel_box(row, label)
+            assert (x1, y1, x2, y2) == (28 * slot, 0, 28 * slot + 28, 56), (row.id, label)
+            covered[:, x1:x2] = True
+            bar = ink[:28, x1:x2]
+            columns = np.flatnonzero(bar.any(axis=0))
+            assert columns.max() - columns.min() + 1 == synthchart.MINI_BAR_WIDTH
+            assert bar[:, columns[len(columns) // 2]].sum() == round(value * synthchart.MINI_PX_PER_UNIT)
+            assert ink[28:, x1:x2].sum() > 20, f"{row.id}: no letter under {label}"
+        assert not (ink & ~covered).any(), f"{row.id}: ink outside the label slots"
+
+
+@pytest.mark.parametrize("keep_index", [0, 1, -1])
+def test_the_mask_tool_leaves_only_the_asked_bar_readable(mini_rows, keep_index):
+    """The real mask tool, on the row's boxes: the kept slot is untouched, every other slot is blank."""
+    from chartrl.tools import focus
+
+    for row in {r.extra["chart_index"]: r for r in mini_rows}.values():
+        label = row.extra["chart"]["labels"][keep_index]
+        result = focus.focus_on_x_values_with_mask(row.images[0], row.bboxes, [label])
+        assert result.ok
+        before, after = _pixels(row.images[0]), np.asarray(result.image)
+        x1, _, x2, _ = _pixel_box(row, label)
+        assert (after[:, x1:x2] == before[:, x1:x2]).all()
+        outside = np.ones(after.shape[:2], dtype=bool)
+        outside[:, x1:x2] = False
+        assert not (_ink(after) & outside).any(), f"{row.id}: ink left outside the kept slot of {label}"
+
+
+@pytest.mark.parametrize(
+    "qtype,labels,answer",
+    [
+        ("value", ["B"], "40"),  # the kept bar's value
+        ("value", ["D"], "10"),
+        ("compare", ["A", "B"], "Yes"),  # 70 > 40
+        ("compare", ["D", "A"], "No"),
+        ("difference", ["A", "D"], "60"),
+        ("sum", ["B", "D"], "50"),
+        ("count", [], None),  # not a question about labels
+        ("value", ["Z"], None),  # not on the chart
+        ("value", ["A", "B"], None),  # a value question keeps one label
+    ],
+)
+def test_answer_about_kept_labels(qtype, labels, answer):
+    chart = {"labels": ["A", "B", "D"], "series": [""], "values": [[70.0, 40.0, 10.0]], "decimals": 0}
+    assert synthchart.answer_about(chart, qtype, labels) == answer

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import random
 
+import numpy as np
+import pytest
 import torch
+from PIL import Image
 
+from chartrl.config import ToolsConfig
 from chartrl.model.warmstart import build_demonstration, lr_at, supervised_loss, train_warmstart
+from chartrl.tools.registry import TOOLS as ALL_TOOL_NAMES
+
+from conftest import dataset_from
 
 
 def _cfg(default_config, **changes):
-    return dataclasses.replace(default_config.warmstart, **changes)
+    """The default warm start without perception demonstrations, unless a test asks for them."""
+    return dataclasses.replace(default_config.warmstart, **{"perception_rate": 0.0, **changes})
 
 
 def test_tool_demonstration_trains_only_the_assistant_tokens(tiny_policy, synth_rows, default_config):
@@ -43,12 +53,13 @@ def test_label_choice_follows_correct_label_rate(tiny_policy, synth_rows, defaul
         and len(r.bboxes[axis(r)]) >= 2 * len(r.extra["about"])
     ]
     assert rows
+    every_focus_tool = ToolsConfig(
+        names=tuple(n for n in ALL_TOOL_NAMES if n.startswith("focus_")), max_calls_per_turn=1, max_tool_turns=1
+    )
     for rate, expected in ((0.0, "tool_other"), (1.0, "tool_correct")):
         cfg = _cfg(default_config, tool_rate=1.0, correct_label_rate=rate, no_tool_rate=0.0)
         kinds = {
-            build_demonstration(
-                tiny_policy, r, random.Random(1), cfg, default_config.prompts, default_config.tools
-            ).kind
+            build_demonstration(tiny_policy, r, random.Random(1), cfg, default_config.prompts, every_focus_tool).kind
             for r in rows
         }
         assert kinds == {expected}, kinds
@@ -80,3 +91,59 @@ def test_learning_rate_schedule(default_config):
     cfg = _cfg(default_config, steps=100, warmup_steps=10, lr=1e-3, min_lr_ratio=0.1)
     assert lr_at(0, cfg) == 1e-4 and lr_at(9, cfg) == 1e-3
     assert lr_at(10, cfg) == 1e-3 and abs(lr_at(100, cfg) - 1e-4) < 1e-12
+
+
+@pytest.fixture(scope="module")
+def mini_rows():
+    from chartrl.data.stage import collect_split
+
+    section = {"source": "synthchart", "seed": 5, "splits": {"train": 12}, "styles": {"mini": 1}}
+    section["question_types"] = {"value": 1, "compare": 1}
+    return collect_split(dataset_from(section, name="mini"), "train", root=".")[0]
+
+
+def _trained_text(policy, demo) -> str:
+    return policy.tokenizer.decode([t for t, m in zip(demo.ids, demo.mask, strict=True) if m])
+
+
+def test_a_call_keeping_another_label_is_answered_from_the_edited_chart(tiny_policy, mini_rows, default_config):
+    """Wrong-label demonstrations teach reading what the tool shows: the answer is the kept bar's value (or the
+    comparison of the kept bars), never the asked one the observation does not show."""
+    cfg = _cfg(default_config, tool_rate=1.0, correct_label_rate=0.0, no_tool_rate=0.0, perception_rate=0.0)
+    checked = 0
+    for row in mini_rows:
+        if len(row.bboxes["x_values"]) < 2 * len(row.extra["about"]):
+            continue  # too few other labels to keep instead: the demonstration keeps the asked ones
+        demo = build_demonstration(
+            tiny_policy, row, random.Random(2), cfg, default_config.prompts, default_config.tools
+        )
+        assert demo.kind == "tool_other", row.id
+        text = _trained_text(tiny_policy, demo)
+        kept = json.loads(text.split("<tool_call>\n")[1].split("\n</tool_call>")[0])["arguments"]["x_values"]
+        assert not set(kept) & set(row.extra["about"])
+        chart = row.extra["chart"]
+        values = dict(zip(chart["labels"], chart["values"][0], strict=True))
+        if row.extra["question_type"] == "value":
+            expected = f"{values[kept[0]]:.0f}"
+        else:
+            expected = "Yes" if values[kept[0]] > values[kept[1]] else "No"
+        assert text.endswith(f"<answer>{expected}</answer><|im_end|>"), (row.id, text)
+        checked += 1
+    assert checked >= 8
+
+
+def test_perception_demonstration_asks_about_the_masked_chart(tiny_policy, mini_rows, default_config):
+    from chartrl.tools.focus import focus
+
+    cfg = _cfg(default_config, perception_rate=0.0)
+    row = mini_rows[0]
+    demo = build_demonstration(
+        tiny_policy, row, random.Random(0), cfg, default_config.prompts, default_config.tools, perception_only=True
+    )
+    assert demo.kind == "perception" and len(demo.images) == 1
+    masked = focus(row.images[0], row.bboxes, "x_values", row.extra["about"], "mask").image
+    assert (np.asarray(demo.images[0]) == np.asarray(masked)).all()
+    assert not (np.asarray(masked) == np.asarray(Image.open(io.BytesIO(row.images[0])).convert("RGB"))).all()
+    text = tiny_policy.tokenizer.decode(demo.ids)
+    assert "<tool_call>" not in text and "Tools:" not in text
+    assert _trained_text(tiny_policy, demo) == f"<answer>{row.answer}</answer><|im_end|>"

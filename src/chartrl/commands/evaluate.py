@@ -86,6 +86,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_test_accuracy(args: argparse.Namespace) -> int:
+    """A train series' last checkpoint (``--run``) or a model folder (``--model``, the warm-started base) on the
+    test split: accuracy per question type next to the shuffled-image control (chartrl.evaluate.test_accuracy)."""
+    import torch
+
+    from chartrl.data.contract import read_split
+    from chartrl.evaluate.checkpoints import resolve_checkpoint
+    from chartrl.evaluate.test_accuracy import test_accuracy
+    from chartrl.files import write_json
+    from chartrl.model.policy import load_policy
+
+    if (args.run is None) == (args.model is None):
+        raise UsageError("give exactly one of --run (a train series' run.json) and --model (a model folder)")
+    spec = _spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    evaluate, rollout = EvaluateConfig(**spec["evaluate"]), RolloutConfig(**spec["rollout"])
+    torch.set_num_threads(evaluate.threads)
+    model = str(resolve_checkpoint(Path(args.run), "last")) if args.run else args.model
+    with_tools = bool(spec["series"].get("tools")) if args.tools is None else args.tools == "on"
+    rows = read_split(args.data)
+    rows = rows[: evaluate.limit] if evaluate.limit else rows
+    result = test_accuracy(
+        load_policy(model),
+        rows,
+        with_tools=with_tools,
+        prompts=PromptConfig(**spec["prompts"]),
+        tools=tools_config(spec["tools"]),
+        max_new_tokens=rollout.max_new_tokens,
+        batch_size=rollout.batch_size,
+        seed=evaluate.seed,
+    )
+    write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
+    return 0
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from chartrl import tracking
     from chartrl.config import JudgeConfig
@@ -162,6 +196,15 @@ def register(stages: argparse._SubParsersAction) -> None:
     generate.add_argument("--out", required=True, help="generations.parquet")
     generate.add_argument("--gallery", required=True, help="gallery PNG")
     generate.set_defaults(func=cmd_generate)
+
+    test = stages.add_parser(
+        "test-accuracy", parents=[common], help="accuracy per question type on test, with the shuffled control"
+    )
+    test.add_argument("--model", default=None, help="a model folder (instead of --run)")
+    test.add_argument("--tools", choices=["on", "off"], default=None, help="overrides the series' tools setting")
+    test.add_argument("--data", required=True, help="the test split parquet")
+    test.add_argument("--out", required=True, help="test_accuracy.json")
+    test.set_defaults(func=cmd_test_accuracy)
 
     score = stages.add_parser("score", parents=[common], help="score generations with one scorer")
     score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel"])

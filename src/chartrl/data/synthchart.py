@@ -19,7 +19,7 @@ import logging
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -31,7 +31,14 @@ from chartrl.progress import Progress
 log = logging.getLogger(__name__)
 
 SPLIT_PRIORITY = ("test", "val", "train")
-CHART_TYPE_OF_STYLE = {"vbar": "v_bar", "grouped": "v_bar", "hbar": "h_bar", "line": "line", "pie": "pie"}
+CHART_TYPE_OF_STYLE = {
+    "mini": "v_bar",
+    "vbar": "v_bar",
+    "grouped": "v_bar",
+    "hbar": "h_bar",
+    "line": "line",
+    "pie": "pie",
+}
 QUESTION_TYPES = ("count", "extreme", "value", "compare", "difference", "sum")
 DPI = 100
 
@@ -90,6 +97,17 @@ METRICS = (
     ("Number of visitors", "in thousands"),
 )
 SERIES_SETS = (("Men", "Women"), ("2019", "2020", "2021"), ("Urban", "Rural"), ("Online", "In store"), ("Q1", "Q2"))
+# The mini layout (facts.md): sizes in pixels. The slot is one merged patch (14 px patches, 2 x 2 merge).
+MINI_SIZE = (168, 56)
+MINI_SLOT = 28
+MINI_SLOTS = 6
+MINI_BAR_WIDTH = 20
+MINI_PLOT_ROW = 28
+"""The bars stand in the top row (a value of 100 is MINI_PX_PER_UNIT * 100 px tall), the letters in the bottom."""
+MINI_PX_PER_UNIT = 0.26
+MINI_LETTERS = tuple("ABCDEFGH")
+MINI_VALUES = tuple(range(10, 101, 10))
+MINI_BAR_COLOUR = "#1f77b4"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
@@ -153,9 +171,33 @@ def _pie_shares(rng: random.Random, n: int) -> tuple[float, ...]:
             return tuple(float(s) for s in shares)
 
 
+def plan_mini(rng: random.Random, options: Mapping[str, Any]) -> ChartData:
+    """A mini chart: 3-6 bars (within min/max_categories) with distinct random letters in random order, each a
+    distinct multiple of 10 from 10 to 100."""
+    lo = min(max(options["min_categories"], 3), MINI_SLOTS)
+    hi = min(max(options["max_categories"], lo), MINI_SLOTS)
+    n = rng.randint(lo, hi)
+    labels = tuple(rng.sample(MINI_LETTERS, n))
+    values = (tuple(float(v) for v in rng.sample(MINI_VALUES, n)),)
+    return ChartData(
+        style="mini",
+        title="",
+        noun="letter",
+        axis_title="",
+        labels=labels,
+        series=("",),
+        values=values,
+        decimals=0,
+        value_labels=False,
+        colors=(MINI_BAR_COLOUR,),
+    )
+
+
 def plan_chart(rng: random.Random, options: Mapping[str, Any]) -> ChartData:
     styles = list(options["styles"])
     style = rng.choices(styles, weights=[options["styles"][s] for s in styles])[0]
+    if style == "mini":
+        return plan_mini(rng, options)
     lo, hi = options["min_categories"], options["max_categories"]
     if style == "pie":
         lo, hi = min(lo, 6), min(hi, 6)
@@ -239,6 +281,7 @@ def narrow_options(options: Mapping[str, Any], split: str) -> dict[str, Any]:
 
 def _count_question(chart: ChartData) -> Question:
     text = {
+        "mini": "How many bars are shown in the chart?",
         "vbar": "How many bars are shown in the chart?",
         "hbar": "How many bars are shown in the chart?",
         "grouped": "How many groups of bars are shown in the chart?",
@@ -251,6 +294,14 @@ def _count_question(chart: ChartData) -> Question:
 def make_question(qtype: str, chart: ChartData, rng: random.Random) -> Question:
     if qtype == "count":
         return _count_question(chart)
+    if chart.style == "mini":
+        # A mini label is quoted ("B"), so the question holds the same token a tool call writes (["B"]), making the
+        # label in a call a plain token copy. (In the runs of issue 8 the tiny model still did not learn to copy it.)
+        chart = replace(chart, labels=tuple(f'"{label}"' for label in chart.labels))
+        question = make_question(qtype, replace(chart, style="vbar"), rng)
+        return replace(
+            question, about=tuple(label.strip('"') for label in question.about), answer=(question.answer.strip('"'))
+        )
     s = rng.randrange(len(chart.series))
     values = chart.values[s]
     series = chart.series[s] or None
@@ -284,6 +335,29 @@ def make_question(qtype: str, chart: ChartData, rng: random.Random) -> Question:
         text = f"What is the sum of the {value_word}s of {a} and {b}?"
         return Question("sum", text, format_number(va + vb, chart.decimals), 3, (a, b), series)
     raise KeyError(f"unknown question type {qtype!r}; known: {', '.join(QUESTION_TYPES)}")
+
+
+def answer_about(chart: Mapping[str, Any], question_type: str, labels: Sequence[str]) -> str | None:
+    """The answer of a ``question_type`` question asked about ``labels`` of a single-series ``chart`` (as stored in
+    a row's ``extra.chart``): what a reader of a chart edited to keep those labels would truthfully answer. None
+    when the type or chart does not define one (count, extreme, several series)."""
+    if len(chart["series"]) != 1 or any(label not in chart["labels"] for label in labels):
+        return None
+    values = {label: Decimal(str(v)) for label, v in zip(chart["labels"], chart["values"][0], strict=True)}
+    picked = [values[label] for label in labels]
+    decimals = chart["decimals"]
+    if question_type == "value" and len(picked) == 1:
+        return format_number(picked[0], decimals)
+    if len(picked) != 2:
+        return None
+    a, b = picked
+    if question_type == "compare":
+        return "Yes" if a > b else "No"
+    if question_type == "difference":
+        return format_number(abs(a - b), decimals)
+    if question_type == "sum":
+        return format_number(a + b, decimals)
+    return None
 
 
 def questions_for(chart: ChartData, rng: random.Random, weights: Mapping[str, float], k: int) -> list[Question]:
@@ -325,13 +399,81 @@ def _image_box(extent, height: int) -> list[float]:
     return [extent.x0, height - extent.y1, extent.x1, height - extent.y0]
 
 
-def render_chart(chart: ChartData, size: Sequence[int]) -> RenderedChart:
+def _rendered(fig, canvas, width: int, height: int):
+    """Draw ``fig`` and check matplotlib kept the requested pixel size; returns the renderer."""
+    canvas.draw()
+    if canvas.get_width_height() != (width, height):
+        raise RuntimeError(f"matplotlib rendered {canvas.get_width_height()} instead of {width}x{height}")
+    return canvas.get_renderer()
+
+
+def _png(canvas, width: int, height: int) -> bytes:
+    from PIL import Image
+
+    rgba = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    buffer = io.BytesIO()
+    rgba.convert("RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def render_mini(chart: ChartData) -> RenderedChart:
+    """The mini layout through matplotlib: axes spanning the figure in pixel coordinates (y down), bars without
+    anti-aliasing so their edges fall on pixel boundaries. Each label's box is the 28-px slot around its rendered
+    bar, full height (bar row and letter row), i.e. whole merged patches."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from PIL import Image
+
+    width, height = MINI_SIZE
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI, facecolor="white")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)  # pixel rows, top down
+    ax.set_axis_off()
+    values = chart.values[0]
+    centres = [MINI_SLOT * i + MINI_SLOT / 2 for i in range(len(chart.labels))]
+    heights = [round(v * MINI_PX_PER_UNIT) for v in values]
+    bars = ax.bar(
+        centres,
+        heights,
+        width=MINI_BAR_WIDTH,
+        bottom=[MINI_PLOT_ROW - h for h in heights],
+        color=chart.colors[0],
+        linewidth=0,
+        antialiased=False,
+    )
+    for centre, label in zip(centres, chart.labels, strict=True):
+        ax.text(centre, MINI_PLOT_ROW + MINI_SLOT / 2, label, ha="center", va="center", fontsize=14, color="black")
+    renderer = _rendered(fig, canvas, width, height)
+    bboxes = empty_bboxes()
+    marks: dict[str, dict[str, list[float]]] = {"": {}}
+    for label, bar in zip(chart.labels, bars, strict=True):
+        box = _image_box(bar.get_window_extent(renderer), height)
+        marks[""][label] = normalise_box(box, width, height)
+        slot = round((box[0] + box[2]) / 2 // MINI_SLOT)
+        bboxes["x_values"][label] = normalise_box([slot * MINI_SLOT, 0, (slot + 1) * MINI_SLOT, height], width, height)
+    return RenderedChart(
+        png=_png(canvas, width, height),
+        width=width,
+        height=height,
+        bboxes=bboxes,
+        plot_area=[0.0, 0.0, 1.0, MINI_PLOT_ROW / height],
+        marks=marks,
+    )
+
+
+def render_chart(chart: ChartData, size: Sequence[int]) -> RenderedChart:
+    """Render ``chart`` at ``size`` (the mini style has its own fixed size, MINI_SIZE)."""
+    if chart.style == "mini":
+        return render_mini(chart)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     width, height = int(size[0]), int(size[1])
     fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
@@ -396,10 +538,7 @@ def render_chart(chart: ChartData, size: Sequence[int]) -> RenderedChart:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
-    canvas.draw()
-    renderer = canvas.get_renderer()
-    if canvas.get_width_height() != (width, height):
-        raise RuntimeError(f"matplotlib rendered {canvas.get_width_height()} instead of {width}x{height}")
+    renderer = _rendered(fig, canvas, width, height)
     plot = _image_box(ax.get_window_extent(renderer), height)
     bboxes = empty_bboxes()
     marks: dict[str, dict[str, list[float]]] = {}
@@ -425,11 +564,8 @@ def render_chart(chart: ChartData, size: Sequence[int]) -> RenderedChart:
             for label, (x1, x2) in zip(chart.labels, half_way_intervals(centres, plot[0], plot[2]), strict=True):
                 bboxes["x_values"][label] = normalise_box([x1, y1, x2, y2], width, height)
 
-    rgba = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    buffer = io.BytesIO()
-    rgba.convert("RGB").save(buffer, format="PNG")
     return RenderedChart(
-        png=buffer.getvalue(),
+        png=_png(canvas, width, height),
         width=width,
         height=height,
         bboxes=bboxes,

@@ -7,7 +7,10 @@ assistant tokens only.
 
 Which labels a demonstrated call keeps is the question's own labels in ``correct_label_rate`` of the tool
 demonstrations and random other labels in the rest, so the warm start teaches *how* to call a tool and read the
-edited chart, while *which* label to keep is left for RL to learn (issue 8).
+edited chart, while *which* label to keep is left for RL to learn (issue 8). A demonstration that keeps other
+labels answers what its edited chart shows (the kept bar's value, for a synthetic chart whose data the row
+carries): every demonstrated answer after an observation is a true reading of that observation, so perception
+is taught on every tool demonstration, and only the choice of label is left at chance.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Demonstration:
     """1 where the model is trained (assistant tokens), 0 elsewhere."""
     images: list[Any]
     kind: str
-    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool."""
+    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool,
+    perception (the no-tool prompt on the masked chart)."""
 
 
 def _assistant_ids(policy, text: str) -> list[int]:
@@ -55,11 +59,21 @@ def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
 
 
 def build_demonstration(
-    policy, row: Row, rng: random.Random, cfg: WarmstartConfig, prompt_config: PromptConfig, tools: ToolsConfig
+    policy,
+    row: Row,
+    rng: random.Random,
+    cfg: WarmstartConfig,
+    prompt_config: PromptConfig,
+    tools: ToolsConfig,
+    perception_only: bool = False,
+    correct_label_rate: float | None = None,
 ) -> Demonstration:
+    """One demonstration of ``row``; ``correct_label_rate`` overrides the config's (the warm start's schedule)."""
     from chartrl.tools import run_tool_text
 
     image = conversation.chart_image(row)
+    if perception_only or rng.random() < cfg.perception_rate:
+        return perception_demonstration(policy, row, image, prompt_config)
     with_tools = rng.random() >= cfg.no_tool_rate
     text = conversation.prompt_text(row, with_tools=with_tools, prompt_config=prompt_config, tool_names=tools.names)
     messages = conversation.initial_messages(row, image, text)
@@ -75,7 +89,7 @@ def build_demonstration(
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
 
-    correct = rng.random() < cfg.correct_label_rate
+    correct = rng.random() < (cfg.correct_label_rate if correct_label_rate is None else correct_label_rate)
     others = [label for label in labels if label not in about]
     keep = about if correct or len(others) < len(about) else rng.sample(others, len(about))
     call = _call_text(rng.choice(names), axis, keep)
@@ -89,10 +103,39 @@ def build_demonstration(
     ids = list(merge.token_ids)
     if outcome.image is not None:
         images.append(outcome.image)
+    if keep != about:
+        answer = f"<answer>{_answer_shown(row, keep)}</answer>"
     reply = _assistant_ids(policy, answer)
     return Demonstration(
         ids + reply, mask + [1] * len(reply), images, "tool_correct" if keep == about else "tool_other"
     )
+
+
+def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfig) -> Demonstration:
+    """The question with the no-tool prompt, on the chart as a mask keeping the question's labels shows it (the
+    full chart when the question names none or the chart has no boxes for them)."""
+    from chartrl.tools.focus import focus
+
+    axis = TOOL_AXIS.get(row.chart_type)
+    about = list(row.extra.get("about") or [])
+    if axis and about and set(about) <= set(row.bboxes.get(axis, {})):
+        edited = focus(image, row.bboxes, axis, about, "mask")
+        image = edited.image if edited.ok else image
+    text = conversation.prompt_text(row, with_tools=False, prompt_config=prompt_config, tool_names=())
+    messages = conversation.initial_messages(row, image, text)
+    ids = list(policy.builder.build_initial_tokens(messages, images=[image]))
+    reply = _assistant_ids(policy, f"<answer>{row.answer}</answer>")
+    return Demonstration(ids + reply, [0] * len(ids) + [1] * len(reply), [image], "perception")
+
+
+def _answer_shown(row: Row, kept: Sequence[str]) -> str:
+    """The answer the edited chart shows when a call kept ``kept`` instead of the asked labels; the row's own
+    answer where the row does not carry the chart data to derive one."""
+    from chartrl.data.synthchart import answer_about
+
+    chart = row.extra.get("chart")
+    shown = answer_about(chart, row.extra.get("question_type", ""), kept) if chart else None
+    return row.answer if shown is None else shown
 
 
 def lr_at(step: int, cfg: WarmstartConfig) -> float:
@@ -101,6 +144,18 @@ def lr_at(step: int, cfg: WarmstartConfig) -> float:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def correct_label_rate_at(step: int, cfg: WarmstartConfig) -> float:
+    """The share of tool demonstrations keeping the asked labels at ``step``: correct_label_rate_start after the
+    perception steps, falling linearly to correct_label_rate half-way through the remaining steps, then held
+    there (so the warm start ends at correct_label_rate). Constant when correct_label_rate_start is null."""
+    start = cfg.correct_label_rate_start
+    if start is None:
+        return cfg.correct_label_rate
+    remaining = max(1, cfg.steps - cfg.perception_steps)
+    progress = min(1.0, max(0.0, (step - cfg.perception_steps) / (remaining / 2)))
+    return start + (cfg.correct_label_rate - start) * progress
 
 
 def supervised_loss(policy, demos: Sequence[Demonstration]):
@@ -139,8 +194,11 @@ def train_warmstart(
     progress = Progress("warm start", cfg.steps, log, unit="steps")
     for step in range(cfg.steps):
         started = time.perf_counter()
+        perception_only = step < cfg.perception_steps
+        label_rate = correct_label_rate_at(step, cfg)
         demos = [
-            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools) for _ in range(cfg.batch_size)
+            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception_only, label_rate)
+            for _ in range(cfg.batch_size)
         ]
         built = time.perf_counter()
         for group in optimizer.param_groups:
@@ -156,7 +214,9 @@ def train_warmstart(
             "warmstart/loss": loss.item(),
             "warmstart/grad_norm": float(grad_norm),
             "warmstart/lr": lr_at(step, cfg),
+            "warmstart/correct_label_rate": label_rate,
             "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
+            "warmstart/perception_demo_fraction": sum(k == "perception" for k in kinds) / len(kinds),
             "warmstart/tokens": sum(len(d.ids) for d in demos),
             "timing/demos": built - started,
             "timing/update": time.perf_counter() - built,

@@ -21,6 +21,9 @@ CURVE_KEYS = (
     "rollout/tool_success",
     "rollout/correct_label_ratio",
     "rollout/format_rate",
+    "val/correct_label_ratio",
+    "val/format_rate",
+    "val/tool_call_ratio",
     "rollout/response_length",
     "train/degenerate_fraction",
     "actor/loss",
@@ -79,6 +82,110 @@ def test_results(results: Path, config: Config) -> dict[str, Any]:
     return out
 
 
+SUMMARY_KEYS = ("n", "accuracy", "format_rate", "tool_call_rate", "correct_label_share")
+
+
+def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
+    """One test_accuracy.json condition -> its summary, with a bootstrap interval per question type."""
+    from chartrl.report.intervals import bootstrap_mean
+
+    ev = config.evaluate
+    by_type: dict[str, list[float]] = {}
+    for item in data["items"]:
+        by_type.setdefault(item["question_type"], []).append(item["score"])
+    by_type["all"] = [item["score"] for item in data["items"]]
+    return {
+        **{key: data.get(key) for key in SUMMARY_KEYS},
+        "by_question_type": {
+            qtype: bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
+            for qtype, scores in sorted(by_type.items())
+        },
+    }
+
+
+def _scores_by_type(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {"all": {}}
+    for item in data["items"]:
+        out.setdefault(item["question_type"], {})[item["id"]] = item["score"]
+        out["all"][item["id"]] = item["score"]
+    return out
+
+
+def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
+    """Test accuracy per question type of every train series and of the warm-started start (tools on and off),
+    each with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a
+    paired bootstrap over the same test questions."""
+    from chartrl.report.intervals import bootstrap_paired_gap
+
+    files = {s.id: results / "eval" / s.id / "test_accuracy.json" for s in config.train_series}
+    files["warmstart (tools)"] = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
+    files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
+    raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
+    tables = {
+        name: {condition: _accuracy_table(data[condition], config) for condition in ("test", "test_shuffled_images")}
+        for name, data in raw.items()
+    }
+    ev = config.evaluate
+    gaps: dict[str, dict[str, Any]] = {}
+    pairs = [("warmstart", "warmstart (tools)", "warmstart (no tool)")]
+    for generation in sorted({s.generation for s in config.train_series}):
+        members = [s for s in config.train_series if s.generation == generation]
+        pairs += [(generation, a.id, b.id) for a in members if a.tools for b in members if not b.tools]
+    for generation, tool_series, baseline in pairs:
+        if tool_series not in raw or baseline not in raw:
+            continue
+        first, second = _scores_by_type(raw[tool_series]["test"]), _scores_by_type(raw[baseline]["test"])
+        gaps.setdefault(generation, {})[f"{tool_series} - {baseline}"] = {
+            qtype: bootstrap_paired_gap(
+                first[qtype],
+                second.get(qtype, {}),
+                samples=ev.bootstrap_samples,
+                confidence=ev.confidence,
+                seed=ev.seed,
+            )
+            for qtype in sorted(first)
+        }
+    types = sorted({q for t in tables.values() for q in t["test"]["by_question_type"]} - {"all"}) + ["all"]
+    return {"series": tables, "gaps": gaps, "question_types": types if tables else []}
+
+
+def seed_spread(results: Path, config: Config) -> dict[str, Any]:
+    """Per train series, test accuracy (overall and per question type) and correct-label share for each train seed
+    (train.seed from results/eval, extra_seeds from results/seeds), and their mean, standard deviation and range."""
+    import statistics
+
+    seeds = (config.train.seed, *config.extra_seeds)
+    out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
+    for series in config.train_series:
+        paths = {config.train.seed: results / "eval" / series.id / "test_accuracy.json"}
+        paths.update({k: results / "seeds" / series.id / f"seed{k}" / "test_accuracy.json" for k in config.extra_seeds})
+        per_seed = {}
+        for seed, path in paths.items():
+            data = _read_json(path)
+            if data is None:
+                continue
+            test = data["test"]
+            per_seed[seed] = {
+                "all": test["accuracy"],
+                **test["accuracy_by_question_type"],
+                "correct_label_share": test["correct_label_share"],
+                "shuffled_images": data["test_shuffled_images"]["accuracy"],
+            }
+        keys = sorted({k for v in per_seed.values() for k in v})
+        spread = {}
+        for key in keys:
+            values = [v[key] for v in per_seed.values() if v.get(key) is not None]
+            spread[key] = {
+                "mean": statistics.fmean(values) if values else None,
+                "sd": statistics.stdev(values) if len(values) > 1 else None,
+                "min": min(values) if values else None,
+                "max": max(values) if values else None,
+                "n": len(values),
+            }
+        out["series"][series.id] = {"per_seed": per_seed, "spread": spread}
+    return out
+
+
 def collect(config: Config, results: Path) -> dict[str, Any]:
     results = Path(results)
     train = {s.id: training(results, s) for s in config.train_series}
@@ -124,6 +231,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "training": {sid: t for sid, t in train.items() if t is not None},
         "matched_steps": matched_steps(config, train),
         "test": test,
+        "test_accuracy": test_accuracy(results, config),
         "diagonal": diagonals,
         "warmstart": _read_json(results / "models" / "base" / "warmstart.json"),
         "data": {
@@ -131,7 +239,14 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
             for name, card in cards.items()
         },
         "judges": [json.loads(j) for j in judges],
-        "seeds": {"train": config.train.seed, "evaluate": config.evaluate.seed, "count": 1},
+        "bootstrap": {"samples": config.evaluate.bootstrap_samples, "confidence": config.evaluate.confidence},
+        "seeds": {
+            "train": config.train.seed,
+            "extra": list(config.extra_seeds),
+            "evaluate": config.evaluate.seed,
+            "count": 1 + len(config.extra_seeds),
+        },
+        "seed_spread": seed_spread(results, config),
         "missing": missing,
     }
 
@@ -150,13 +265,30 @@ def limits(metrics: Mapping[str, Any], config: Config) -> list[str]:
         else:
             who = ", ".join(f"{m.get('model')} at {m.get('base_url')}" for m in members)
             out.append(f"The {judge.get('name')} scorer is {judge.get('kind')}: {who}.")
-    out.append(
-        f"One seed (train seed {config.train.seed}): no spread across seeds is shown, so differences between series "
-        "of a few points are within what a different seed could change."
-    )
+    if config.extra_seeds:
+        out.append(
+            f"{1 + len(config.extra_seeds)} train seeds "
+            f"({', '.join(map(str, (config.train.seed, *config.extra_seeds)))}) "
+            "from one warm-started model and one data seed: the spread shows what the RL seed changes, not what a "
+            "different warm start or data draw would."
+        )
+    else:
+        out.append(
+            f"One seed (train seed {config.train.seed}): no spread across seeds is shown, so differences between "
+            "series of a few points are within what a different seed could change (set extra_seeds to run more)."
+        )
     for name, splits in metrics["data"].items():
         sizes = ", ".join(f"{split} {v['rows']} questions / {v['charts']} charts" for split, v in splits.items())
         out.append(f"Data {name}: {sizes}.")
+    train_data = config.datasets.get(config.resolved["train"]["dataset"])
+    if train_data is not None and "mini" in (train_data.options.get("styles") or {}):
+        out.append(
+            "The miniature is built so that the tool helps: on its 168 x 56 charts the tiny model reads a bar's value "
+            "only after a mask has removed the other bars, so a policy that masks the asked label can beat the no-tool "
+            "baseline. The real study did not find this for Qwen2.5-VL on ChartQA: there the no-tool baseline led on "
+            "validation. A tool-over-baseline gap here shows that the pipeline can learn a tool policy, not that "
+            "tools help a real model."
+        )
     if config.model.path is None:
         out.append(
             "The policy is the embedded default's tiny Qwen2.5-VL-architecture model (about 2 M parameters) trained "

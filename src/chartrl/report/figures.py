@@ -8,9 +8,12 @@ from typing import Any
 PANELS = (
     ("val/accuracy", "validation accuracy"),
     ("val_shuffled_images/accuracy", "validation accuracy, shuffled-image control"),
+    ("val/accuracy_value", "validation accuracy, value questions"),
     ("reward/overall", "reward (overall)"),
     ("rollout/tool_call_ratio", "tool-call ratio"),
+    ("rollout/correct_label_ratio", "calls keeping the asked labels (rollouts)"),
     ("rollout/tool_success", "tool success"),
+    ("val/format_rate", "answers in format (validation)"),
     ("rollout/response_length", "response length (sampled tokens)"),
 )
 
@@ -20,7 +23,7 @@ def curves_figure(training: Mapping[str, Any], members: list[tuple[str, bool]], 
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    figure = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.18)
+    figure = make_subplots(rows=3, cols=3, subplot_titles=[label for _, label in PANELS], vertical_spacing=0.12)
     colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
     for index, (sid, tools) in enumerate(members):
         curves = training.get(sid, {}).get("curves", {})
@@ -39,7 +42,7 @@ def curves_figure(training: Mapping[str, Any], members: list[tuple[str, bool]], 
                 row=panel // 3 + 1,
                 col=panel % 3 + 1,
             )
-    figure.update_layout(title=title, height=560, margin={"l": 40, "r": 20, "t": 70, "b": 40}, template="plotly_white")
+    figure.update_layout(title=title, height=780, margin={"l": 40, "r": 20, "t": 70, "b": 40}, template="plotly_white")
     figure.update_xaxes(title_text="step")
     return figure.to_html(full_html=False, include_plotlyjs=False)
 

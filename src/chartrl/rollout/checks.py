@@ -29,6 +29,27 @@ def shuffled_rows(rows: Sequence[Row], seed: int) -> list[Row]:
     ]
 
 
+def masked_rows(rows: Sequence[Row]) -> list[Row]:
+    """Each row with its chart as the mask tool shows it when it keeps the labels the question names (rows that
+    name none, or whose chart has no boxes for them, keep their chart): can the model read an edited chart?"""
+    import io
+
+    from chartrl.tools.focus import focus
+
+    out = []
+    for row in rows:
+        about = list(row.extra.get("about") or [])
+        axis = next((a for a in ("x_values", "y_values") if about and set(about) <= set(row.bboxes.get(a, {}))), None)
+        edited = focus(row.images[0], row.bboxes, axis, about, "mask") if axis else None
+        if edited is None or not edited.ok:
+            out.append(row)
+            continue
+        buffer = io.BytesIO()
+        edited.image.save(buffer, format="PNG")
+        out.append(dataclasses.replace(row, images=[buffer.getvalue()]))
+    return out
+
+
 def kept_labels(episode) -> list[str]:
     """The labels the episode's first executed call kept (empty when none ran)."""
     from chartrl.tools import parse_tool_calls

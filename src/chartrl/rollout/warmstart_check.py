@@ -10,7 +10,7 @@ from typing import Any
 
 from chartrl.config import PromptConfig, RolloutConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import protocol_metrics, shuffled_rows
+from chartrl.rollout.checks import masked_rows, protocol_metrics, shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
 
@@ -38,7 +38,9 @@ def check_after_warmstart(
 ) -> tuple[dict[str, Any], list[Any]]:
     """The report and the sampled with-tools episodes (for a gallery). Each condition is rolled out both ways:
     ``sampled`` at the rollout temperature (what RL starts from: how often it calls tools, how well) and
-    ``greedy`` (the accuracy a deterministic reader gets); each next to its shuffled-image control."""
+    ``greedy`` (the accuracy a deterministic reader gets); each next to its shuffled-image control. Last,
+    ``greedy/masked_chart``: the no-tool prompt on the chart as a mask keeping the asked labels shows it, i.e.
+    what the model reads once a tool call has chosen well."""
     import torch
 
     rows = list(rows[: cfg.eval_rows])
@@ -70,4 +72,23 @@ def check_after_warmstart(
                 log.info("%s%s: %s", name, control, {k: round(v, 3) for k, v in metrics.items()})
                 if with_tools and decoding == "sampled" and not control:
                     shown = episodes
+    masked = masked_rows(rows)
+    for control, subset in (("", masked), ("_shuffled_images", shuffled_rows(masked, cfg.seed))):
+        torch.manual_seed(cfg.seed)
+        episodes = run_episodes(
+            policy,
+            subset,
+            with_tools=False,
+            n=1,
+            params=decodings["greedy"],
+            prompt_config=prompt_config,
+            tools=tools,
+            batch_size=rollout.batch_size,
+        )
+        metrics = protocol_metrics(episodes)
+        report["greedy/masked_chart" + control] = {
+            **metrics,
+            "accuracy_by_question_type": accuracy_by_question_type(episodes),
+        }
+        log.info("greedy/masked_chart%s: %s", control, {k: round(v, 3) for k, v in metrics.items()})
     return report, shown

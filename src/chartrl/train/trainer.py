@@ -322,6 +322,7 @@ class Trainer:
         """Greedy rollouts on the validation questions, and on the same questions with each chart swapped for
         another's (the shuffled-image control: accuracy that survives it does not come from the image)."""
         from chartrl.rollout.checks import shuffled_rows
+        from chartrl.rollout.warmstart_check import accuracy_by_question_type
 
         metrics = {}
         for prefix, rows in (
@@ -330,6 +331,8 @@ class Trainer:
         ):
             episodes = self._greedy(rows)
             metrics[f"{prefix}/accuracy"] = _accuracy(episodes)
+            for qtype, accuracy in accuracy_by_question_type(episodes).items():
+                metrics[f"{prefix}/accuracy_{qtype}"] = accuracy
             if prefix == "val":
                 metrics.update(rollout_metrics(episodes, "val"))
         return metrics

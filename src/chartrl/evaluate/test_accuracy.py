@@ -1,0 +1,93 @@
+"""Test accuracy of one policy, per question type, next to its shuffled-image control.
+
+Every train series (tool policies and no-tool baselines alike) and the warm-started starting point are read
+this way, greedy, on the same test questions, so the report can compare them question by question: the per-row
+scores let it bootstrap the gap between two series on paired questions (chartrl.report.intervals).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from chartrl.config import PromptConfig, ToolsConfig
+from chartrl.data.contract import Row
+from chartrl.rollout.checks import kept_labels, protocol_metrics, shuffled_rows
+from chartrl.rollout.episodes import run_episodes
+from chartrl.rollout.sampling import SamplingParams
+
+log = logging.getLogger(__name__)
+CONDITIONS = ("test", "test_shuffled_images")
+
+
+def episode_record(episode) -> dict[str, Any]:
+    """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool and
+    whether that call kept every label the question is about."""
+    from chartrl.rewards import extract_answer, is_well_formed, relaxed_accuracy
+
+    answer = extract_answer(episode.final_response)
+    about = episode.row.extra.get("about") or []
+    called = bool(episode.tool_outcomes)
+    return {
+        "id": episode.row.id,
+        "question_type": episode.row.extra.get("question_type", "unknown"),
+        "score": relaxed_accuracy(answer, episode.row.answer) if answer is not None else 0.0,
+        "well_formed": bool(is_well_formed(episode.final_response)),
+        "tool_call": called,
+        "correct_label": (set(about) <= set(kept_labels(episode))) if called and about else None,
+    }
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy overall and per question type, format rate, tool-call rate and the correct-label share of the
+    calls on questions that name labels."""
+    by_type: dict[str, list[float]] = {}
+    for record in records:
+        by_type.setdefault(record["question_type"], []).append(record["score"])
+    labelled = [r["correct_label"] for r in records if r["correct_label"] is not None]
+    n = len(records)
+    return {
+        "n": n,
+        "accuracy": sum(r["score"] for r in records) / n if n else None,
+        "accuracy_by_question_type": {t: sum(s) / len(s) for t, s in sorted(by_type.items())},
+        "n_by_question_type": {t: len(s) for t, s in sorted(by_type.items())},
+        "format_rate": sum(r["well_formed"] for r in records) / n if n else None,
+        "tool_call_rate": sum(r["tool_call"] for r in records) / n if n else None,
+        "correct_label_share": sum(labelled) / len(labelled) if labelled else None,
+    }
+
+
+def test_accuracy(
+    policy,
+    rows: Sequence[Row],
+    *,
+    with_tools: bool,
+    prompts: PromptConfig,
+    tools: ToolsConfig,
+    max_new_tokens: int,
+    batch_size: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Greedy rollouts on ``rows`` and on the same questions with shuffled charts; a summary and the per-row
+    records of each."""
+    import torch
+
+    out: dict[str, Any] = {"with_tools": with_tools}
+    for condition, subset in (("test", list(rows)), ("test_shuffled_images", shuffled_rows(rows, seed))):
+        torch.manual_seed(seed)
+        episodes = run_episodes(
+            policy,
+            subset,
+            with_tools=with_tools,
+            n=1,
+            params=SamplingParams(max_new_tokens=max_new_tokens, greedy=True),
+            prompt_config=prompts,
+            tools=tools,
+            batch_size=batch_size,
+        )
+        records = [episode_record(e) for e in episodes]
+        out[condition] = {**summarise(records), "protocol": protocol_metrics(episodes), "items": records}
+        summary = out[condition]
+        log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
+    return out

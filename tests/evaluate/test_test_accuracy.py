@@ -1,0 +1,38 @@
+"""The per-question-type summary of a policy on the test split."""
+
+from __future__ import annotations
+
+import pytest
+
+from chartrl.evaluate.test_accuracy import summarise
+
+
+def _record(qtype, score, *, well_formed=True, tool_call=False, correct_label=None):
+    return {
+        "id": f"{qtype}-{score}-{tool_call}-{correct_label}",
+        "question_type": qtype,
+        "score": score,
+        "well_formed": well_formed,
+        "tool_call": tool_call,
+        "correct_label": correct_label,
+    }
+
+
+def test_summary_by_question_type_and_label_share():
+    records = [
+        _record("value", 1.0, tool_call=True, correct_label=True),
+        _record("value", 0.0, tool_call=True, correct_label=False),
+        _record("value", 0.0, tool_call=True, correct_label=False),
+        _record("count", 1.0),  # no labels named: not in the correct-label share
+        _record("count", 0.0, well_formed=False, tool_call=True),
+    ]
+    out = summarise(records)
+    assert out["n"] == 5 and out["accuracy"] == pytest.approx(0.4)
+    assert out["accuracy_by_question_type"] == {"count": 0.5, "value": pytest.approx(1 / 3)}
+    assert out["n_by_question_type"] == {"count": 2, "value": 3}
+    assert out["format_rate"] == pytest.approx(0.8) and out["tool_call_rate"] == pytest.approx(0.8)
+    assert out["correct_label_share"] == pytest.approx(1 / 3)
+
+
+def test_no_calls_means_no_label_share():
+    assert summarise([_record("value", 1.0)])["correct_label_share"] is None
