@@ -131,6 +131,7 @@ rule test_accuracy:
         "results/eval/{series}/test_accuracy.json",
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+        launch=lambda wildcards: local_launch("test", wildcards.series, test_accuracy_spec(wildcards.series)),
     wildcard_constraints:
         series="|".join(TRAIN_SERIES) or "(?!)",
     threads: CFG.evaluate.threads
@@ -139,7 +140,7 @@ rule test_accuracy:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
         " --out {output:q} > {log:q} 2>&1"
 
 
@@ -152,6 +153,9 @@ rule warmstart_test_accuracy:
         "results/eval/warmstart/test_accuracy_tools_{mode}.json",
     params:
         spec=lambda wildcards: test_accuracy_spec("warmstart"),
+        launch=lambda wildcards: local_launch(
+            "test", f"warmstart-tools-{wildcards.mode}", test_accuracy_spec("warmstart")
+        ),
     wildcard_constraints:
         mode="on|off",
     threads: CFG.evaluate.threads
@@ -160,5 +164,5 @@ rule warmstart_test_accuracy:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "chartrl test-accuracy --spec {params.spec:q} --model {input.model:q} --tools {wildcards.mode}"
+        "{params.launch} chartrl test-accuracy --spec {params.spec:q} --model {input.model:q} --tools {wildcards.mode}"
         " --data {input.data:q} --out {output:q} > {log:q} 2>&1"

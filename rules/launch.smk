@@ -38,6 +38,13 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
     return " ".join(parts) + " --"
 
 
+def local_launch(kind, name, config_text, threads=None):
+    """The launcher prefix of a local-backend model job (a seed's training, a test-accuracy pass): it reserves its
+    threads (evaluate.threads unless given) and ray.job_gpus."""
+    threads = CFG.evaluate.threads if threads is None else threads
+    return launch_command(kind, name, config_text, threads, CFG.ray.job_gpus)
+
+
 _HEAD = {}
 
 

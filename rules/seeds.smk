@@ -14,6 +14,9 @@ rule train_seed:
         metrics="results/seeds/{series}/seed{seed}/metrics.jsonl",
     params:
         spec=seed_train_spec,
+        launch=lambda wildcards: local_launch(
+            "train", f"{wildcards.series}-seed{wildcards.seed}", seed_train_spec(wildcards), CFG.train.threads
+        ),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -25,7 +28,7 @@ rule train_seed:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q} --val {input.val:q}"
+        "{params.launch} chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q} --val {input.val:q}"
         " --out results/seeds/{wildcards.series}/seed{wildcards.seed} --tracking-uri {params.tracking_uri:q}"
         " --experiment {params.experiment:q} > {log:q} 2>&1"
 
@@ -39,6 +42,9 @@ rule seed_test_accuracy:
         "results/seeds/{series}/seed{seed}/test_accuracy.json",
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+        launch=lambda wildcards: local_launch(
+            "test", f"{wildcards.series}-seed{wildcards.seed}", test_accuracy_spec(wildcards.series)
+        ),
     wildcard_constraints:
         series="|".join(TRAIN_SERIES) or "(?!)",
         seed=r"\d+",
@@ -48,5 +54,5 @@ rule seed_test_accuracy:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
         " --out {output:q} > {log:q} 2>&1"
