@@ -144,6 +144,35 @@ def find_runs(client, experiment: str, run_name: str, include_superseded: bool =
     return [r for r in runs if r.data.tags.get(SUPERSEDED_TAG) != "true"]
 
 
+def train_run_tags(series, backend: str) -> dict[str, str]:
+    """The tags of a train series' run ``{series}/train``, whichever backend trains it."""
+    return {
+        "series": series.id,
+        "generation": series.generation,
+        "stage": "train",
+        "reward": series.reward.name,
+        "algorithm": series.algorithm,
+        "tools": str(series.tools).lower(),
+        "backend": backend,
+    }
+
+
+def eval_run_tags(series: Mapping[str, Any], stage: str, parent: str | None, backend: str) -> dict[str, str]:
+    """The tags of an eval series' run (``{series}/generate``, ``/score``, ``/diagonal``), nested under the train
+    series' run ``parent`` (its ``mlflow.parentRunId``) when there is one."""
+    tags = {
+        "series": series["id"],
+        "generation": str(series.get("generation", "")),
+        "stage": stage,
+        "of": str(series["of"]),
+        "checkpoint": str(series.get("checkpoint", "last")),
+        "backend": backend,
+    }
+    if parent:
+        tags["mlflow.parentRunId"] = parent  # nests the run under the train series' run in the MLflow UI
+    return tags
+
+
 def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> StageRun:
     """A fresh run for ``run_name`` (older runs of that name are tagged superseded), tags and flattened params
     logged once."""

@@ -33,17 +33,9 @@ def _spec(text: str, sections: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _tags(series: dict[str, Any], stage: str, parent: str | None) -> dict[str, str]:
-    tags = {
-        "series": series["id"],
-        "generation": series["generation"],
-        "stage": stage,
-        "of": series["of"],
-        "checkpoint": str(series.get("checkpoint", "last")),
-        "backend": "local",
-    }
-    if parent:
-        tags["mlflow.parentRunId"] = parent  # nests the run under the train series' run in the MLflow UI
-    return tags
+    from chartrl.tracking import eval_run_tags
+
+    return eval_run_tags(series, stage, parent, backend="local")
 
 
 def _parent(run_json: str | None) -> str | None:

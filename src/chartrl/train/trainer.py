@@ -399,15 +399,7 @@ class Trainer:
 
             shutil.rmtree(job.run_dir / "checkpoints")
         (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
-        tags = {
-            "series": job.series.id,
-            "generation": job.series.generation,
-            "stage": "train",
-            "reward": job.series.reward.name,
-            "algorithm": job.series.algorithm,
-            "tools": str(job.series.tools).lower(),
-            "backend": "local",
-        }
+        tags = tracking.train_run_tags(job.series, backend="local")
         return 0, tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
 
     def _resume(self, step: int, path: Path):

@@ -169,16 +169,7 @@ def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] = VERL_MAIN)
     series_id = job.series["id"]
     log.info("%s: %d test questions written in verl's format", series_id, len(rows))
     parent = json.loads(job.run_json.read_text()).get("mlflow_run_id")
-    tags = {
-        "series": series_id,
-        "generation": str(job.series.get("generation", "")),
-        "stage": "generate",
-        "of": str(job.of.get("id", job.series.get("of"))),
-        "checkpoint": str(job.series.get("checkpoint", "last")),
-        "backend": "verl",
-    }
-    if parent:
-        tags["mlflow.parentRunId"] = parent
+    tags = tracking.eval_run_tags(job.series, "generate", parent, backend="verl")
     params = {"series": dict(job.series), "of": dict(job.of), "checkpoint_dir": str(actor)}
     with tracking.stage_run(job.mlflow, f"{series_id}/generate", tags, params) as run:
         command = [*entry, *job.overrides, *hydra_overrides(job.files.folder / "hydra")]

@@ -123,15 +123,7 @@ def start_tracking(job: VerlTrainJob):
         if state.get("config_digest") == job.digest:
             log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
             return tracking.resume_run(job.mlflow, state["mlflow_run_id"], "critic/score/mean")
-    tags = {
-        "series": job.series.id,
-        "generation": job.series.generation,
-        "stage": "train",
-        "reward": job.series.reward.name,
-        "algorithm": job.series.algorithm,
-        "tools": str(job.series.tools).lower(),
-        "backend": "verl",
-    }
+    tags = tracking.train_run_tags(job.series, backend="verl")
     run = tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
     write_json(state_file, {"config_digest": job.digest, "mlflow_run_id": run.run_id})
     return run
