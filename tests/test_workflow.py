@@ -232,6 +232,11 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     assert set(metrics["series"]) == {f"e{i}" for i in range(1, 15)}
     assert set(metrics["diagonal"]) == {"e9", "e14"} and set(metrics["training"]) == set(TRAIN_SERIES)
     assert any("not an LLM" in line for line in metrics["limits"])
+    # every train series and the warm start read greedy, on shuffled charts and sampled
+    tables = metrics["test_accuracy"]["series"]
+    assert set(tables) == set(TRAIN_SERIES) | {"warmstart (tools)", "warmstart (no tool)"}
+    assert all(set(t) == {"test", "test_shuffled_images", "test_sampled"} for t in tables.values())
+    assert "sampled: correct-label share" in (smoke_run / "results/report/index.html").read_text()
 
     from mlflow.tracking import MlflowClient
 

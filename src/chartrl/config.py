@@ -424,6 +424,8 @@ class WarmstartConfig:
     no_tool_rate: float
     perception_rate: float
     perception_steps: int
+    text_steps: int
+    text_restate_rate: float
     eval_rows: int
     threads: int
 

@@ -36,3 +36,27 @@ def test_summary_by_question_type_and_label_share():
 
 def test_no_calls_means_no_label_share():
     assert summarise([_record("value", 1.0)])["correct_label_share"] is None
+
+
+def test_greedy_shuffled_and_sampled_conditions(warm_model_dir, synth_rows, default_config):
+    """Greedy decoding is deterministic, so the greedy condition repeats exactly; the sampled condition reads the
+    same questions at temperature 1 (different answers from the greedy ones on some of them)."""
+    from chartrl.evaluate.test_accuracy import CONDITIONS, test_accuracy
+    from chartrl.model.policy import load_policy
+
+    policy = load_policy(warm_model_dir, threads=2)
+    rows = synth_rows["val"][:8]
+    kwargs = dict(
+        with_tools=True,
+        prompts=default_config.prompts,
+        tools=default_config.tools,
+        max_new_tokens=default_config.rollout.max_new_tokens,
+        batch_size=8,
+        seed=0,
+    )
+    first, second = test_accuracy(policy, rows, **kwargs), test_accuracy(policy, rows, **kwargs, temperature=1.0)
+    assert set(CONDITIONS) <= set(first) and [i["id"] for i in first["test_sampled"]["items"]] == [r.id for r in rows]
+    assert first["test"]["items"] == second["test"]["items"]
+    assert first["test_sampled"]["items"] == second["test_sampled"]["items"]  # seeded
+    greedy_episodes = first["test"]["protocol"]
+    assert greedy_episodes and first["test_sampled"]["protocol"] != greedy_episodes

@@ -13,7 +13,17 @@ import torch
 from PIL import Image
 
 from chartrl.config import ToolsConfig
-from chartrl.model.warmstart import build_demonstration, lr_at, supervised_loss, train_warmstart
+from chartrl.model.warmstart import (
+    RESTATE_PROMPT,
+    build_demonstration,
+    correct_label_rate_at,
+    lr_at,
+    phase_at,
+    supervised_loss,
+    text_demonstration,
+    text_restating,
+    train_warmstart,
+)
 from chartrl.tools.registry import TOOLS as ALL_TOOL_NAMES
 
 from conftest import dataset_from
@@ -147,3 +157,80 @@ def test_perception_demonstration_asks_about_the_masked_chart(tiny_policy, mini_
     text = tiny_policy.tokenizer.decode(demo.ids)
     assert "<tool_call>" not in text and "Tools:" not in text
     assert _trained_text(tiny_policy, demo) == f"<answer>{row.answer}</answer><|im_end|>"
+
+
+def test_text_demonstrations_restate_or_call_without_the_chart(tiny_policy, mini_rows, default_config):
+    """The text phase: no image, only the assistant tokens trained; a restatement answers the question's labels,
+    a call keeps the asked labels in correct_label_rate of the cases (here 0 and 1)."""
+    row = mini_rows[0]
+    about = row.extra["about"]
+    restate = text_demonstration(
+        tiny_policy, row, random.Random(0), _cfg(default_config), default_config.prompts, default_config.tools, True
+    )
+    assert restate.kind == "text_restate" and restate.images == []
+    assert tiny_policy.ids.image_pad not in restate.ids
+    assert RESTATE_PROMPT in tiny_policy.tokenizer.decode(restate.ids)
+    assert _trained_text(tiny_policy, restate) == f"<answer>{', '.join(about)}</answer><|im_end|>"
+    for rate, kind in ((1.0, "text_tool_correct"), (0.0, "text_tool_other")):
+        cfg = _cfg(default_config, correct_label_rate=rate)
+        demo = text_demonstration(
+            tiny_policy, row, random.Random(1), cfg, default_config.prompts, default_config.tools, False
+        )
+        assert demo.kind == kind and demo.images == []
+        text = _trained_text(tiny_policy, demo)
+        kept = json.loads(text.split("<tool_call>\n")[1].split("\n</tool_call>")[0])["arguments"]["x_values"]
+        assert (kept == list(about)) == (rate == 1.0)
+        assert set(kept) <= set(row.bboxes["x_values"])
+        assert "Tools:" in tiny_policy.tokenizer.decode(demo.ids)
+
+
+def test_text_demonstration_skips_questions_that_name_no_label(tiny_policy, synth_rows, default_config):
+    row = next(r for r in synth_rows["train"] if not r.extra.get("about"))
+    cfg = default_config.warmstart
+    for restate in (True, False):
+        demo = text_demonstration(
+            tiny_policy, row, random.Random(0), cfg, default_config.prompts, default_config.tools, restate
+        )
+        assert demo is None
+
+
+def test_perception_and_text_steps_share_the_first_batches_then_the_protocol(default_config):
+    cfg = _cfg(
+        default_config,
+        steps=100,
+        text_steps=20,
+        text_restate_rate=0.5,
+        perception_steps=30,
+        correct_label_rate_start=1.0,
+        correct_label_rate=0.5,
+    )
+    assert [phase_at(s, cfg) for s in (0, 19, 20, 29, 30, 99)] == [
+        "perception+text",
+        "perception+text",
+        "perception",
+        "perception",
+        "protocol",
+        "protocol",
+    ]
+    assert phase_at(5, dataclasses.replace(cfg, perception_steps=0)) == "text"
+    assert [text_restating(s, cfg) for s in (0, 9, 10, 19)] == [True, True, False, False]
+    # the label schedule starts with the protocol phase and reaches correct_label_rate half-way through it
+    assert correct_label_rate_at(30, cfg) == 1.0 and correct_label_rate_at(65, cfg) == 0.5
+    assert correct_label_rate_at(99, cfg) == 0.5
+
+
+def test_text_phase_trains_on_text_demonstrations(tiny_model_dir, mini_rows, default_config):
+    from chartrl.model.policy import load_policy
+
+    policy = load_policy(tiny_model_dir, threads=2, train=True)
+    cfg = _cfg(default_config, steps=4, batch_size=4, warmup_steps=1, perception_steps=2, text_steps=1)
+    history = train_warmstart(policy, mini_rows, cfg, default_config.prompts, default_config.tools)
+    assert [m["warmstart/text_demo_fraction"] for m in history] == [0.5, 0.0, 0.0, 0.0]
+    assert [m["warmstart/perception_demo_fraction"] for m in history[:2]] == [0.5, 1.0]
+
+
+def test_text_phase_without_labelled_questions_is_a_clear_error(tiny_policy, synth_rows, default_config):
+    rows = [r for r in synth_rows["train"] if not r.extra.get("about")]
+    cfg = _cfg(default_config, steps=2, batch_size=2, text_steps=1)
+    with pytest.raises(ValueError, match="text_steps"):
+        train_warmstart(tiny_policy, rows, cfg, default_config.prompts, default_config.tools)

@@ -107,6 +107,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         max_new_tokens=rollout.max_new_tokens,
         batch_size=rollout.batch_size,
         seed=evaluate.seed,
+        temperature=rollout.temperature,
     )
     write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
     return 0

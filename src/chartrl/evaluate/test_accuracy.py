@@ -18,7 +18,7 @@ from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
-CONDITIONS = ("test", "test_shuffled_images")
+CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
 
 
 def episode_record(episode) -> dict[str, Any]:
@@ -68,20 +68,32 @@ def test_accuracy(
     max_new_tokens: int,
     batch_size: int,
     seed: int,
+    temperature: float = 1.0,
 ) -> dict[str, Any]:
-    """Greedy rollouts on ``rows`` and on the same questions with shuffled charts; a summary and the per-row
-    records of each."""
+    """Greedy rollouts on ``rows`` and on the same questions with shuffled charts, and sampled rollouts (at the
+    rollout ``temperature``) on ``rows``; a summary and the per-row records of each.
+
+    The sampled condition reads the policy's distribution rather than its mode: a warm start that keeps the asked
+    label in half of its calls already keeps it in every greedy call (the asked label is the likeliest single
+    one), so what RL changes about the choice of label shows in the sampled correct-label share."""
     import torch
 
     out: dict[str, Any] = {"with_tools": with_tools}
-    for condition, subset in (("test", list(rows)), ("test_shuffled_images", shuffled_rows(rows, seed))):
+    greedy = SamplingParams(max_new_tokens=max_new_tokens, greedy=True)
+    sampled = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+    conditions = (
+        ("test", list(rows), greedy),
+        ("test_shuffled_images", shuffled_rows(rows, seed), greedy),
+        ("test_sampled", list(rows), sampled),
+    )
+    for condition, subset, params in conditions:
         torch.manual_seed(seed)
         episodes = run_episodes(
             policy,
             subset,
             with_tools=with_tools,
             n=1,
-            params=SamplingParams(max_new_tokens=max_new_tokens, greedy=True),
+            params=params,
             prompt_config=prompts,
             tools=tools,
             batch_size=batch_size,

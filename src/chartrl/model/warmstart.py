@@ -10,7 +10,11 @@ demonstrations and random other labels in the rest, so the warm start teaches *h
 edited chart, while *which* label to keep is left for RL to learn (issue 8). A demonstration that keeps other
 labels answers what its edited chart shows (the kept bar's value, for a synthetic chart whose data the row
 carries): every demonstrated answer after an observation is a true reading of that observation, so perception
-is taught on every tool demonstration, and only the choice of label is left at chance.
+is taught on every tool demonstration, and only the choice of label is left at ``correct_label_rate``.
+
+The first steps (``perception_steps`` and ``text_steps``, side by side in each batch) teach what a pretrained
+VLM would bring: reading a masked chart, and copying a label from the question (text demonstrations without the
+chart). Then the protocol.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ class Demonstration:
     images: list[Any]
     kind: str
     """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool,
-    perception (the no-tool prompt on the masked chart)."""
+    perception (the no-tool prompt on the masked chart), text_restate (which labels the question names, no
+    chart), text_tool_correct / text_tool_other (the tool prompt without the chart, and a call)."""
 
 
 def _assistant_ids(policy, text: str) -> list[int]:
@@ -89,9 +94,8 @@ def build_demonstration(
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
 
-    correct = rng.random() < (cfg.correct_label_rate if correct_label_rate is None else correct_label_rate)
-    others = [label for label in labels if label not in about]
-    keep = about if correct or len(others) < len(about) else rng.sample(others, len(about))
+    rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
+    keep = _labels_to_keep(about, labels, rng, rate)
     call = _call_text(rng.choice(names), axis, keep)
     outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
     call_ids = _assistant_ids(policy, call)
@@ -128,6 +132,56 @@ def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfi
     return Demonstration(ids + reply, [0] * len(ids) + [1] * len(reply), [image], "perception")
 
 
+RESTATE_PROMPT = "Which labels does the question name?"
+
+
+def text_demonstration(
+    policy,
+    row: Row,
+    rng: random.Random,
+    cfg: WarmstartConfig,
+    prompt_config: PromptConfig,
+    tools: ToolsConfig,
+    restate: bool,
+) -> Demonstration | None:
+    """A demonstration without the chart, for a row whose question names labels (None for other rows).
+
+    ``restate``: the question and "which labels does the question name?", answered with those labels (what a
+    pretrained language model brings: it can repeat a word it was given; the tiny model from scratch cannot, and
+    without it never learned to put the asked label in a call). Otherwise the tool prompt without the chart and a
+    call keeping the asked labels in ``correct_label_rate`` of the cases, other labels of the chart in the rest,
+    as in the tool demonstrations on charts. So copying a label is learned, and which label to keep stays at
+    ``correct_label_rate`` for RL to improve.
+    """
+    axis = TOOL_AXIS.get(row.chart_type)
+    about = list(row.extra.get("about") or [])
+    labels = list(row.bboxes.get(axis, {})) if axis else []
+    names = _tool_names_for(axis, tools) if axis else []
+    if not (about and names and set(about) <= set(labels)):
+        return None
+    question = conversation.question_of(row)
+    if restate:
+        text, kind = f"{question}\n{RESTATE_PROMPT}", "text_restate"
+        reply_text = f"<answer>{', '.join(about)}</answer>"
+    else:
+        text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=tools.names)
+        keep = _labels_to_keep(about, labels, rng, cfg.correct_label_rate)
+        reply_text = _call_text(rng.choice(names), axis, keep)
+        kind = "text_tool_correct" if keep == about else "text_tool_other"
+    messages = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+    ids = list(policy.builder.build_initial_tokens(messages, images=[]))
+    reply = _assistant_ids(policy, reply_text)
+    return Demonstration(ids + reply, [0] * len(ids) + [1] * len(reply), [], kind)
+
+
+def _labels_to_keep(about: list[str], labels: list[str], rng: random.Random, correct_rate: float) -> list[str]:
+    """The asked labels with probability ``correct_rate``, else as many other labels of the chart (the asked
+    ones when the chart has too few others)."""
+    correct = rng.random() < correct_rate
+    others = [label for label in labels if label not in about]
+    return about if correct or len(others) < len(about) else rng.sample(others, len(about))
+
+
 def _answer_shown(row: Row, kept: Sequence[str]) -> str:
     """The answer the edited chart shows when a call kept ``kept`` instead of the asked labels; the row's own
     answer where the row does not carry the chart data to derive one."""
@@ -146,16 +200,44 @@ def lr_at(step: int, cfg: WarmstartConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def phase_at(step: int, cfg: WarmstartConfig) -> str:
+    """The kind of demonstrations at ``step``: the first perception_steps show perception demonstrations and the
+    first text_steps text ones (both: half of each batch), then the protocol.
+
+    Both are learned from the fresh model, side by side (measured on the mini default: text steps after the
+    perception steps never taught copying a label; perception steps after the text steps never taught reading
+    the chart; started together, both were learned)."""
+    perception, text = step < cfg.perception_steps, step < cfg.text_steps
+    if perception and text:
+        return "perception+text"
+    return "perception" if perception else "text" if text else "protocol"
+
+
+def text_restating(step: int, cfg: WarmstartConfig) -> bool:
+    """Whether a text step restates labels: the first text_restate_rate of the text steps do, the rest call."""
+    return step < round(cfg.text_restate_rate * cfg.text_steps)
+
+
 def correct_label_rate_at(step: int, cfg: WarmstartConfig) -> float:
-    """The share of tool demonstrations keeping the asked labels at ``step``: correct_label_rate_start after the
-    perception steps, falling linearly to correct_label_rate half-way through the remaining steps, then held
-    there (so the warm start ends at correct_label_rate). Constant when correct_label_rate_start is null."""
+    """The share of tool demonstrations keeping the asked labels at ``step``: correct_label_rate_start when the
+    protocol phase begins, falling linearly to correct_label_rate half-way through it, then held there (so the
+    warm start ends at correct_label_rate). Constant when correct_label_rate_start is null."""
     start = cfg.correct_label_rate_start
     if start is None:
         return cfg.correct_label_rate
-    remaining = max(1, cfg.steps - cfg.perception_steps)
-    progress = min(1.0, max(0.0, (step - cfg.perception_steps) / (remaining / 2)))
+    first = max(cfg.perception_steps, cfg.text_steps)
+    remaining = max(1, cfg.steps - first)
+    progress = min(1.0, max(0.0, (step - first) / (remaining / 2)))
     return start + (cfg.correct_label_rate - start) * progress
+
+
+def _text_batch(policy, rows, rng, cfg, prompt_config, tools, restate: bool, n: int) -> list[Demonstration]:
+    demos: list[Demonstration] = []
+    while len(demos) < n:
+        demo = text_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, restate)
+        if demo is not None:
+            demos.append(demo)
+    return demos
 
 
 def supervised_loss(policy, demos: Sequence[Demonstration]):
@@ -190,15 +272,25 @@ def train_warmstart(
         policy.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
     )
     policy.model.train()
+    text_rows = [row for row in rows if row.extra.get("about")] if cfg.text_steps else []
+    if cfg.text_steps and not text_rows:
+        raise ValueError(
+            "warmstart.text_steps > 0 but no train row names labels (extra.about) to build text demonstrations "
+            "from; set warmstart.text_steps: 0 or include value/compare questions"
+        )
     history = []
     progress = Progress("warm start", cfg.steps, log, unit="steps")
     for step in range(cfg.steps):
         started = time.perf_counter()
-        perception_only = step < cfg.perception_steps
+        phase = phase_at(step, cfg)
         label_rate = correct_label_rate_at(step, cfg)
-        demos = [
-            build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception_only, label_rate)
-            for _ in range(cfg.batch_size)
+        n_text = {"text": cfg.batch_size, "perception+text": cfg.batch_size // 2}.get(phase, 0)
+        demos = _text_batch(policy, text_rows, rng, cfg, prompt_config, tools, text_restating(step, cfg), n_text)
+        demos += [
+            build_demonstration(
+                policy, rng.choice(rows), rng, cfg, prompt_config, tools, phase.startswith("perception"), label_rate
+            )
+            for _ in range(cfg.batch_size - n_text)
         ]
         built = time.perf_counter()
         for group in optimizer.param_groups:
@@ -217,6 +309,7 @@ def train_warmstart(
             "warmstart/correct_label_rate": label_rate,
             "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
             "warmstart/perception_demo_fraction": sum(k == "perception" for k in kinds) / len(kinds),
+            "warmstart/text_demo_fraction": sum(k.startswith("text") for k in kinds) / len(kinds),
             "warmstart/tokens": sum(len(d.ids) for d in demos),
             "timing/demos": built - started,
             "timing/update": time.perf_counter() - built,

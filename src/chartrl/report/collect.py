@@ -122,7 +122,11 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
     files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
     raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
     tables = {
-        name: {condition: _accuracy_table(data[condition], config) for condition in ("test", "test_shuffled_images")}
+        name: {
+            condition: _accuracy_table(data[condition], config)
+            for condition in ("test", "test_shuffled_images", "test_sampled")
+            if condition in data  # test_sampled: absent from files written before it existed
+        }
         for name, data in raw.items()
     }
     ev = config.evaluate
@@ -171,6 +175,8 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
                 "correct_label_share": test["correct_label_share"],
                 "shuffled_images": data["test_shuffled_images"]["accuracy"],
             }
+            if "test_sampled" in data:
+                per_seed[seed]["correct_label_share_sampled"] = data["test_sampled"]["correct_label_share"]
         keys = sorted({k for v in per_seed.values() for k in v})
         spread = {}
         for key in keys:
