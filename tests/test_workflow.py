@@ -29,8 +29,13 @@ EVAL_JOBS = (
 
 @pytest.mark.parametrize(
     "overlay",
-    [[], ["--configfile", SMOKE], ["--configfile", str(REPO / "config/gpu.yaml")]],
-    ids=["default", "smoke", "gpu"],
+    [
+        [],
+        ["--configfile", SMOKE],
+        ["--configfile", str(REPO / "config/gpu.yaml")],
+        ["--configfile", str(REPO / "config/seeds.yaml")],
+    ],
+    ids=["default", "smoke", "gpu", "seeds"],
 )
 def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
     dry = snakemake(tmp_path, "-n", *overlay)
