@@ -234,3 +234,12 @@ def test_text_phase_without_labelled_questions_is_a_clear_error(tiny_policy, syn
     cfg = _cfg(default_config, steps=2, batch_size=2, text_steps=1)
     with pytest.raises(ValueError, match="text_steps"):
         train_warmstart(tiny_policy, rows, cfg, default_config.prompts, default_config.tools)
+
+
+def test_text_phase_with_no_tool_for_the_labels_is_a_clear_error(tiny_policy, mini_rows, default_config):
+    """Questions name labels, but no configured tool can keep them (zoom only): an error, not an endless search
+    for a text demonstration."""
+    zoom_only = ToolsConfig(names=("zoom_in",), max_calls_per_turn=1, max_tool_turns=1)
+    cfg = _cfg(default_config, steps=2, batch_size=2, text_steps=1)
+    with pytest.raises(ValueError, match="text_steps"):
+        train_warmstart(tiny_policy, mini_rows, cfg, default_config.prompts, zoom_only)

@@ -63,6 +63,31 @@ def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
     return [name for name in tools.names if name.startswith(f"focus_on_{axis.split('_')[0]}_values")]
 
 
+@dataclass(frozen=True)
+class CallTarget:
+    """What a demonstrated call on a row works with."""
+
+    axis: str
+    about: list[str]
+    """The labels the question names."""
+    labels: list[str]
+    """Every label of the chart on ``axis`` (those with boxes)."""
+    names: list[str]
+    """The configured focus tools for ``axis``."""
+
+
+def call_target(row: Row, tools: ToolsConfig) -> CallTarget | None:
+    """The row's call target; None when no call can keep the question's labels (they name none, the chart has no
+    boxes for them, or no configured tool works on its axis)."""
+    axis = TOOL_AXIS.get(row.chart_type)
+    about = list(row.extra.get("about") or [])
+    if not (axis and about):
+        return None
+    labels = list(row.bboxes.get(axis, {}))
+    names = _tool_names_for(axis, tools)
+    return CallTarget(axis, about, labels, names) if names and set(about) <= set(labels) else None
+
+
 def build_demonstration(
     policy,
     row: Row,
@@ -86,17 +111,15 @@ def build_demonstration(
     mask = [0] * len(ids)
     images = [image]
     answer = f"<answer>{row.answer}</answer>"
-    axis = TOOL_AXIS.get(row.chart_type)
-    about = list(row.extra.get("about") or [])
-    names = _tool_names_for(axis, tools) if axis else []
-    labels = list(row.bboxes.get(axis, {})) if axis else []
-    if not (with_tools and about and names and set(about) <= set(labels) and rng.random() < cfg.tool_rate):
+    target = call_target(row, tools) if with_tools else None
+    if not (target and rng.random() < cfg.tool_rate):
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
 
     rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
-    keep = _labels_to_keep(about, labels, rng, rate)
-    call = _call_text(rng.choice(names), axis, keep)
+    about = target.about
+    keep = _labels_to_keep(about, target.labels, rng, rate)
+    call = _call_text(rng.choice(target.names), target.axis, keep)
     outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
     call_ids = _assistant_ids(policy, call)
     ids, mask = ids + call_ids, mask + [1] * len(call_ids)
@@ -153,21 +176,17 @@ def text_demonstration(
     as in the tool demonstrations on charts. So copying a label is learned, and which label to keep stays at
     ``correct_label_rate`` for RL to improve.
     """
-    axis = TOOL_AXIS.get(row.chart_type)
-    about = list(row.extra.get("about") or [])
-    labels = list(row.bboxes.get(axis, {})) if axis else []
-    names = _tool_names_for(axis, tools) if axis else []
-    if not (about and names and set(about) <= set(labels)):
+    target = call_target(row, tools)
+    if target is None:
         return None
-    question = conversation.question_of(row)
     if restate:
-        text, kind = f"{question}\n{RESTATE_PROMPT}", "text_restate"
-        reply_text = f"<answer>{', '.join(about)}</answer>"
+        text, kind = f"{conversation.question_of(row)}\n{RESTATE_PROMPT}", "text_restate"
+        reply_text = f"<answer>{', '.join(target.about)}</answer>"
     else:
         text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=tools.names)
-        keep = _labels_to_keep(about, labels, rng, cfg.correct_label_rate)
-        reply_text = _call_text(rng.choice(names), axis, keep)
-        kind = "text_tool_correct" if keep == about else "text_tool_other"
+        keep = _labels_to_keep(target.about, target.labels, rng, cfg.correct_label_rate)
+        reply_text = _call_text(rng.choice(target.names), target.axis, keep)
+        kind = "text_tool_correct" if keep == target.about else "text_tool_other"
     messages = [{"role": "user", "content": [{"type": "text", "text": text}]}]
     ids = list(policy.builder.build_initial_tokens(messages, images=[]))
     reply = _assistant_ids(policy, reply_text)
@@ -272,11 +291,12 @@ def train_warmstart(
         policy.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
     )
     policy.model.train()
-    text_rows = [row for row in rows if row.extra.get("about")] if cfg.text_steps else []
+    text_rows = [row for row in rows if call_target(row, tools)] if cfg.text_steps else []
     if cfg.text_steps and not text_rows:
         raise ValueError(
-            "warmstart.text_steps > 0 but no train row names labels (extra.about) to build text demonstrations "
-            "from; set warmstart.text_steps: 0 or include value/compare questions"
+            "warmstart.text_steps > 0 but no train row names labels (extra.about) that a configured focus tool can "
+            "keep (a bar chart with boxes for them); set warmstart.text_steps: 0, or include value/compare "
+            "questions on bar charts"
         )
     history = []
     progress = Progress("warm start", cfg.steps, log, unit="steps")
