@@ -3,14 +3,19 @@ import json
 import shlex
 from pathlib import Path
 
-from chartrl.config import parse_config, to_plain
+from chartrl.config import ConfigError, parse_config, to_plain
 from chartrl.data.sources import source_of, split_spec
+from chartrl.tools.study_checks import tool_data_problems
 
 REPO_ROOT = Path(workflow.basedir)
 PACKAGE_DIR = REPO_ROOT / "src" / "chartrl"
 
-# The same checks as `chartrl config check`: an eval series' `of`, dataset references, ... (after the schema).
+# The same checks as `chartrl config check`: an eval series' `of`, dataset references, ... (after the schema),
+# and that the tools of the tool series have label boxes to edit.
 CFG = parse_config(config)
+_STUDY_PROBLEMS = tool_data_problems(CFG)
+if _STUDY_PROBLEMS:
+    raise ConfigError("the study cannot work as configured:\n  " + "\n  ".join(_STUDY_PROBLEMS))
 
 
 wildcard_constraints:
@@ -59,13 +64,24 @@ def data_split_spec(wildcards):
     return json.dumps(split_spec(dataset_config(wildcards.dataset), wildcards.split, REPO_ROOT), sort_keys=True)
 
 
+def data_box_floor(wildcards):
+    """`--min-box-coverage X` for the train split of a dataset a tool series trains on (the data stage fails below
+    data.min_box_coverage), else nothing."""
+    if wildcards.split == "train" and wildcards.dataset in CFG.tool_train_datasets():
+        return f"--min-box-coverage {CFG.min_box_coverage:g}"
+    return ""
+
+
 def data_card_spec(wildcards):
     return json.dumps(dataset_config(wildcards.dataset).to_dict(), sort_keys=True)
 
 
 def data_source_files(wildcards):
+    """The local files a split reads, those that exist: a change to one reruns the split. A missing one is not an
+    input (Snakemake would refuse the whole plan, even a dry run on a machine that is not the cluster); the split's
+    job then fails naming the file and what to download."""
     dataset = dataset_config(wildcards.dataset)
-    return [str(p) for p in source_of(dataset).input_files(dataset, wildcards.split, REPO_ROOT)]
+    return [str(p) for p in source_of(dataset).input_files(dataset, wildcards.split, REPO_ROOT) if p.exists()]
 
 
 def data_split_outputs(wildcards, kind):
@@ -103,7 +119,8 @@ def train_job_spec(wildcards):
     series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
     names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if CFG.backend == "verl" else ())
     sections = {name: to_plain(CFG.resolved[name]) for name in names}
-    return json.dumps({"series": series, **sections}, sort_keys=True)
+    keep = CFG.keep_steps(wildcards.series)  # checkpoint steps eval series name: saved and never pruned
+    return json.dumps({"series": series, **sections, **({"keep_steps": list(keep)} if keep else {})}, sort_keys=True)
 
 
 def train_targets():

@@ -11,6 +11,7 @@ rule data_split:
         rejects="results/data/{dataset}/{split}.rejects.json",
     params:
         spec=data_split_spec,
+        box_floor=data_box_floor,
     threads: 2
     log:
         "results/logs/data/{dataset}/{split}.log",
@@ -20,7 +21,8 @@ rule data_split:
         "../envs/cpu.yaml"
     shell:
         "chartrl data build --spec {params.spec:q} --split {wildcards.split}"
-        " --threads {threads} --out {output.parquet:q} --rejects {output.rejects:q} > {log:q} 2>&1"
+        " --threads {threads} --out {output.parquet:q} --rejects {output.rejects:q} {params.box_floor}"
+        " > {log:q} 2>&1"
 
 
 rule data_card:

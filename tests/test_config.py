@@ -43,7 +43,9 @@ def test_every_config_loads_with_all_14_series(overlays):
             assert (series.tools, series.reward.name, series.algorithm) == (tools, reward, algorithm), sid
         else:
             assert isinstance(series, EvalSeries)
-            assert series.of == of and series.checkpoint == "last" and series.scorers, sid
+            assert series.of == of and series.scorers, sid
+            # the embedded default evaluates the last checkpoint; gpu.yaml the study's steps (tests/test_overlays.py)
+            assert series.checkpoint == "last" or overlays, sid
 
 
 def test_series_details_follow_the_design():

@@ -449,6 +449,8 @@ class TrainConfig:
     lr: float
     weight_decay: float
     clip_ratio: float
+    clip_ratio_low: float | None
+    clip_ratio_high: float | None
     kl_coef: float
     ppo_epochs: int
     micro_batch_size: int
@@ -461,6 +463,21 @@ class TrainConfig:
     seed: int
     threads: int
     lora: LoraSettings
+
+    @property
+    def clip_low(self) -> float:
+        """The lower PPO clip: ``clip_ratio_low``, else ``clip_ratio``."""
+        return self.clip_ratio if self.clip_ratio_low is None else self.clip_ratio_low
+
+    @property
+    def clip_high(self) -> float:
+        """The upper PPO clip: ``clip_ratio_high``, else ``clip_ratio``."""
+        return self.clip_ratio if self.clip_ratio_high is None else self.clip_ratio_high
+
+    def saves(self, step: int) -> bool:
+        """Whether a run of these settings writes a checkpoint at ``step`` (both backends save every
+        ``checkpoint_every`` steps and the local trainer also after the last step)."""
+        return 0 < step <= self.steps and (step % self.checkpoint_every == 0 or step == self.steps)
 
 
 def train_config(section: Mapping[str, Any]) -> TrainConfig:
@@ -553,6 +570,8 @@ class Config:
     extra_datasets: tuple[str, ...]
     extra_seeds: tuple[int, ...]
     samples_in_card: int
+    min_box_coverage: float
+    """The least share of a tool series' train questions whose chart has label boxes (data.min_box_coverage)."""
     judge: JudgeConfig
     verl: VerlConfig
     ray: RayConfig
@@ -568,6 +587,16 @@ class Config:
     @property
     def eval_series(self) -> list[EvalSeries]:
         return [s for s in self.series.values() if isinstance(s, EvalSeries)]
+
+    def keep_steps(self, train_id: str) -> tuple[int, ...]:
+        """The checkpoint steps of train series ``train_id`` that an eval series names: saved and never pruned
+        (``keep_last`` keeps only the newest, so an early named step would otherwise be gone when it is evaluated)."""
+        steps = {s.checkpoint for s in self.eval_series if s.of == train_id and isinstance(s.checkpoint, int)}
+        return tuple(sorted(steps))
+
+    def tool_train_datasets(self) -> tuple[str, ...]:
+        """Datasets whose train split a tool series trains on (their box coverage is checked)."""
+        return tuple(dict.fromkeys(s.dataset for s in self.train_series if s.tools))
 
     def needed_splits(self) -> dict[str, tuple[str, ...]]:
         """Dataset -> the splits the pipeline builds: what the series read, plus every split of the
@@ -697,6 +726,8 @@ def _cross_check(config: Config) -> None:
                     f"config key 'series.{series.id}.of': value '{series.of}' names no train series; "
                     f"train series are: {', '.join(train_ids) or '(none)'}"
                 )
+            elif isinstance(series.checkpoint, int) and not config.train.saves(series.checkpoint):
+                problems.append(_unsaved_step_problem(series, config.train))
     for i, name in enumerate(config.extra_datasets):
         check_dataset(f"extra_datasets[{i}]", name, ())
     for name, dataset in config.datasets.items():
@@ -714,6 +745,20 @@ def _cross_check(config: Config) -> None:
         problems += batch_problems(config.train, config.rollout, config.verl)
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+def _unsaved_step_problem(series: EvalSeries, train: TrainConfig) -> str:
+    step, every = series.checkpoint, train.checkpoint_every
+    saved = f"every {every} steps up to train.steps {train.steps}"
+    if step > train.steps:
+        fix = f"raise train.steps to at least {step}, or name a step up to {train.steps}"
+    else:
+        lower, upper = (step // every) * every, (step // every + 1) * every
+        fix = f"name step {lower or every} or {upper}, or set train.checkpoint_every to a divisor of {step}"
+    return (
+        f"config key 'series.{series.id}.checkpoint': step {step} of train series {series.of} is never saved "
+        f"(checkpoints are written {saved}); {fix}"
+    )
 
 
 def prompt_problems(prompts: PromptConfig) -> list[str]:
@@ -777,6 +822,7 @@ def parse_config(raw: Mapping[str, Any]) -> Config:
         extra_datasets=tuple(resolved["extra_datasets"]),
         extra_seeds=tuple(s for s in resolved["extra_seeds"] if s != resolved["train"]["seed"]),
         samples_in_card=shared["samples_in_card"],
+        min_box_coverage=shared["min_box_coverage"],
         judge=JudgeConfig.from_dict(resolved["judge"]),
         verl=verl_config(resolved["verl"]),
         ray=ray_config(resolved["ray"]),

@@ -87,3 +87,20 @@ def test_micro_batches_add_up_to_the_batch_loss():
 def test_unknown_algorithm_names_the_valid_ones():
     with pytest.raises(KeyError, match="drgrpo, grpo"):
         get_algorithm("ppo")
+
+
+@pytest.mark.parametrize(
+    ("clip_high", "clipped"),
+    [
+        (None, 1.0),  # symmetric 0.2: a ratio of 1.25 on a positive advantage is clipped
+        (0.3, 0.0),  # clip-higher 0.3 (EasyR1's 0.2 / 0.3): 1.25 is inside the range, the token still learns
+    ],
+)
+def test_the_upper_clip_is_its_own_setting(clip_high, clipped):
+    mask = torch.ones(1, 2)
+    adv = torch.ones(1, 2)  # a right answer: the ratio is pushed up, the upper clip decides
+    old = torch.zeros(1, 2)
+    logprob = torch.full((1, 2), math.log(1.25))
+    config = policy_loss_config(0.2, 2, 1, 2, clip_ratio_high=clip_high)
+    _, metrics = policy_loss(old, logprob, adv, mask, get_algorithm("grpo"), config)
+    assert metrics["actor/pg_clipfrac"] == pytest.approx(clipped)

@@ -58,3 +58,54 @@ def test_an_incomplete_checkpoint_is_not_merged(checkpoints, tmp_path):
     with pytest.raises(CheckpointError, match="not a complete verl FSDP checkpoint"):
         merge_checkpoint(checkpoints / "global_step_6" / "actor", tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+def _fake_checkpoint(root, step):
+    """A complete checkpoint as far as the layout goes (one rank): enough for keeping and finding."""
+    actor = root / f"global_step_{step}" / "actor"
+    (actor / "huggingface").mkdir(parents=True)
+    (actor / "huggingface" / "config.json").write_text("{}")
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"weights of step %d" % step)
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    return actor
+
+
+def test_a_kept_step_survives_verls_pruning_without_a_copy(tmp_path):
+    import shutil
+
+    from chartrl.verl_backend.checkpoints import keep_checkpoint
+
+    root = tmp_path / "checkpoints"
+    shard = _fake_checkpoint(root, 65) / "model_world_size_1_rank_0.pt"
+    kept = keep_checkpoint(root, 65)
+    assert (kept / "model_world_size_1_rank_0.pt").stat().st_ino == shard.stat().st_ino  # a hard link, no copy
+    assert keep_checkpoint(root, 65) == kept  # once
+    shutil.rmtree(root / "global_step_65")  # what verl's max_actor_ckpt_to_keep does three saves later
+    assert (kept / "model_world_size_1_rank_0.pt").read_bytes() == b"weights of step 65"
+    assert verl_checkpoints(root) == {65: kept}
+    assert select_checkpoint(root, 65) == kept
+
+
+def test_a_step_still_being_written_is_not_kept_yet(tmp_path):
+    from chartrl.verl_backend.checkpoints import keep_checkpoint
+
+    root = tmp_path / "checkpoints"
+    (root / "global_step_80" / "actor").mkdir(parents=True)  # no fsdp_config.json yet
+    assert keep_checkpoint(root, 80) is None and not (root / "kept").exists()
+
+
+def test_the_keeper_keeps_named_steps_while_verl_runs(tmp_path):
+    import shutil
+    import time
+
+    from chartrl.verl_backend.checkpoints import CheckpointKeeper
+
+    root = tmp_path / "checkpoints"
+    with CheckpointKeeper(root, [2, 4], interval_s=0.05) as keeper:
+        for step in (1, 2, 3, 4, 5):  # verl saving every step, keeping the newest 2
+            _fake_checkpoint(root, step)
+            time.sleep(0.3)
+            for old in range(1, step - 1):
+                shutil.rmtree(root / f"global_step_{old}", ignore_errors=True)
+    assert sorted(keeper.kept) == [2, 4]
+    assert sorted(verl_checkpoints(root)) == [2, 4, 5]  # 3 was pruned and not named

@@ -59,7 +59,8 @@ def test_sections_convert_to_verl_dataclasses_and_pass_verl_validation(composed,
     [
         ("e1", True, "token-mean", None),  # grpo
         ("e3", True, "token-mean", None),
-        ("e10", False, "seq-mean-token-sum-norm", 2368),  # drgrpo: 2 x 512 sampled + 1280 image + 64 text tokens
+        # drgrpo: 2 x 512 sampled + an edited chart of at most max_prompt_length 2048 image tokens + 64 text tokens
+        ("e10", False, "seq-mean-token-sum-norm", 3136),
         ("e11", False, "seq-mean-token-sum-norm", 512),  # no tools: one pass
     ],
 )
@@ -69,7 +70,10 @@ def test_algorithm_keys(composed, gpu_config, sid, std, agg, scale):
     assert config.algorithm.norm_adv_by_std_in_grpo is std
     assert config.actor_rollout_ref.actor.loss_agg_mode == agg
     assert config.actor_rollout_ref.actor.loss_scale_factor == scale
-    assert config.actor_rollout_ref.actor.use_kl_loss is False  # train.kl_coef is 0 in gpu.yaml
+    actor = config.actor_rollout_ref.actor
+    # gpu.yaml follows EasyR1: KL to the reference, low_var_kl 1e-2; clip 0.2 below, 0.3 above
+    assert (actor.use_kl_loss, actor.kl_loss_coef, actor.kl_loss_type) == (True, 0.01, "low_var_kl")
+    assert (actor.clip_ratio_low, actor.clip_ratio_high) == (0.2, 0.3)
     if scale is not None:
         assert scale == response_length(gpu_config.series[sid], gpu_config) == config.data.max_response_length
 
@@ -128,8 +132,9 @@ def test_logging_checkpoints_and_schedule(composed, gpu_config):
     assert config.trainer.save_freq == gpu_config.train.checkpoint_every
     assert config.trainer.test_freq == gpu_config.train.val_every
     assert config.trainer.default_local_dir == str(files.checkpoints)
-    assert config.data.train_files == str(files.train_data) and config.data.train_batch_size == 64
-    assert config.actor_rollout_ref.rollout.n == 8 and config.actor_rollout_ref.model.path == gpu_config.model.path
+    assert config.data.train_files == str(files.train_data) and config.data.train_batch_size == 512
+    assert config.actor_rollout_ref.rollout.n == 5 and config.actor_rollout_ref.model.path == gpu_config.model.path
+    assert config.actor_rollout_ref.actor.ppo_mini_batch_size == 128 and config.trainer.max_actor_ckpt_to_keep == 3
 
 
 def test_lora_and_extra_overrides(gpu_config):

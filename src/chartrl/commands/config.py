@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from chartrl.config import load_config, to_plain
+from chartrl.config import ConfigError, load_config, to_plain
+from chartrl.tools.study_checks import tool_data_problems
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     config = load_config(args.configfile, root=args.root)
+    problems = tool_data_problems(config)
+    if problems:
+        raise ConfigError("the study cannot work as configured:\n  " + "\n  ".join(problems))
     if args.show:
         print(json.dumps(to_plain(config.resolved), indent=2))
     else:

@@ -26,7 +26,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     dataset = dataset_from_spec(args.spec)
     if args.split not in dataset.splits:
         raise UsageError(f"split {args.split!r} is not in the spec (it has {', '.join(dataset.splits)})")
-    build_split(dataset, args.split, Path(args.root), Path(args.out), Path(args.rejects), threads=args.threads)
+    build_split(
+        dataset,
+        args.split,
+        Path(args.root),
+        Path(args.out),
+        Path(args.rejects),
+        threads=args.threads,
+        min_box_coverage=args.min_box_coverage,
+    )
     return 0
 
 
@@ -67,6 +75,12 @@ def register(stages: argparse._SubParsersAction) -> None:
     build.add_argument("--threads", type=int, default=1, help="worker processes for rendering")
     build.add_argument("--out", required=True, help="the split's parquet")
     build.add_argument("--rejects", required=True, help="JSON listing the rejected rows and why")
+    build.add_argument(
+        "--min-box-coverage",
+        type=float,
+        default=None,
+        help="fail when fewer of the split's questions have label boxes (a tool series trains on it)",
+    )
     build.set_defaults(func=cmd_build)
 
     card = commands.add_parser("card", help="sum a dataset's splits up in card.json and a sample sheet; log to MLflow")

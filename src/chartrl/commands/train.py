@@ -34,7 +34,15 @@ def train_spec(text: str) -> dict[str, Any]:
     if "series" not in spec or "id" not in spec["series"]:
         raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
     resolved = {name: validate_section(name, spec.get(name)) for name in SECTIONS}
-    return {"series": spec["series"], **resolved}
+    return {"series": spec["series"], **resolved, **keep_steps_of(spec)}
+
+
+def keep_steps_of(spec: dict[str, Any]) -> dict[str, list[int]]:
+    """The job spec's ``keep_steps`` (the checkpoint steps eval series name), when it has any."""
+    steps = spec.get("keep_steps") or []
+    if not all(isinstance(step, int) and step > 0 for step in steps):
+        raise UsageError(f"--spec keep_steps must be positive step numbers, not {steps!r}")
+    return {"keep_steps": sorted(steps)} if steps else {}
 
 
 def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:
@@ -72,6 +80,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         prompts=PromptConfig(**spec["prompts"]),
         tools=tools_config(spec["tools"]),
         spec=spec,
+        keep_steps=tuple(spec.get("keep_steps", ())),
         run_dir=Path(args.out),
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         base_model=str(args.model),

@@ -46,7 +46,10 @@ def verl_spec(text: str) -> dict[str, Any]:
         raise UsageError(f"--spec is not JSON: {err}") from err
     if "series" not in spec or "id" not in spec["series"]:
         raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
-    return {"series": spec["series"], **{name: validate_section(name, spec.get(name)) for name in SPEC_SECTIONS}}
+    from chartrl.commands.train import keep_steps_of
+
+    sections = {name: validate_section(name, spec.get(name)) for name in SPEC_SECTIONS}
+    return {"series": spec["series"], **sections, **keep_steps_of(spec)}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -71,6 +74,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         train_split=Path(args.train),
         val_split=Path(args.val),
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
+        keep_steps=tuple(spec.get("keep_steps", ())),
     )
     summary = run_train_job(job)
     log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])

@@ -30,8 +30,10 @@ Hugging Face layout (``HuggingFaceM4/ChartQA``): parquet files with ``image`` (a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,17 +225,75 @@ class _ChartCache:
         return png, chart_type, bboxes, extra
 
 
+def source_split(options: Mapping[str, Any], split: str) -> str:
+    """The folder of the release a split is read from: the split itself, or ``carve.from``."""
+    carve = options.get("carve")
+    return carve["from"] if carve else split
+
+
+def carved_charts(imgnames: Sequence[str], carve: Mapping[str, Any], split: str) -> set[str]:
+    """The charts (image names) ``carve`` gives to ``split``: every chart ordered by a hash of (seed, name), then
+    cut by the shares in the order train, val, test, each cut rounded on the running total, so the splits
+    partition the charts and every question of a chart stays in one split."""
+    shares = carve["shares"]
+    if split not in shares:
+        raise DataSourceError(
+            f"split {split} has no share in carve.shares ({', '.join(shares)}); add it, or drop it from splits"
+        )
+    seed = carve.get("seed", 0)
+    order = sorted(set(imgnames), key=lambda name: hashlib.sha256(f"{seed}:{name}".encode()).hexdigest())
+    total, running, start = sum(shares.values()), 0.0, 0
+    for name in ("train", "val", "test"):
+        if name not in shares:
+            continue
+        running += shares[name]
+        end = round(len(order) * running / total)
+        if name == split:
+            return set(order[start:end])
+        start = end
+    return set()
+
+
+def labels_named(question: str, bboxes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The chart's labels (those with boxes) that the question names, as whole words, ignoring case, in the chart's
+    order: what a call that keeps "the asked labels" keeps (synthetic questions record theirs; ChartQA's are found
+    in the text). Longer labels are matched first and their words taken out, so "Asia" counts only where the
+    question names it outside "East Asia"."""
+    labels = [label for axis in ("x_values", "y_values") for label in bboxes.get(axis, {}) if label.strip()]
+    text, named = question, set()
+    for label in sorted(labels, key=len, reverse=True):
+        pattern = re.compile(r"(?<!\w)" + re.escape(label.strip()) + r"(?!\w)", flags=re.IGNORECASE)
+        if pattern.search(text):
+            named.add(label)
+            text = pattern.sub(" ", text)
+    return [label for label in labels if label in named]
+
+
 def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     options = dataset.options
     base = Path(root) / options["path"]
-    split_dir = base / split
-    refocus_file = options["refocus_boxes"].get(split)
+    folder = source_split(options, split)
+    split_dir = base / folder
+    refocus_file = options["refocus_boxes"].get(folder)
     refocus = load_refocus_boxes(base / refocus_file) if refocus_file else {}
+    if options.get("annotations") and not (split_dir / "annotations").is_dir():
+        raise DataSourceError(
+            f"datasets.{dataset.name}.annotations is true but {split_dir / 'annotations'} does not exist; unpack "
+            "the ChartQA release with its annotations/ folders there, or set annotations: false (then only "
+            "refocus_boxes give charts boxes)"
+        )
     charts = _ChartCache(split_dir, refocus, dataset.max_image_pixels)
     key_hint = f"datasets.{dataset.name}.path = {options['path']!r}"
-    for subset, pattern in SUBSET_FILES:
-        file_name = pattern.format(split=split)
-        records = _load_records(split_dir / file_name, key_hint)
+    subsets = [(subset, pattern.format(split=folder)) for subset, pattern in SUBSET_FILES]
+    loaded = {name: _load_records(split_dir / name, key_hint) for _, name in subsets}
+    keep = None
+    if options.get("carve"):
+        names = [
+            str(r["imgname"]) for records in loaded.values() for r in records if isinstance(r, dict) and "imgname" in r
+        ]
+        keep = carved_charts(names, options["carve"], split)
+    for subset, file_name in subsets:
+        records = loaded[file_name]
         progress = Progress(f"{dataset.name}/{split} {subset}", len(records), log, unit="rows")
         per_image: dict[str, int] = {}
         for k, record in enumerate(records):
@@ -247,6 +307,8 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
                 yield Rejected(where, f"missing field(s) {', '.join(missing)}")
                 continue
             imgname = str(record["imgname"])
+            if keep is not None and imgname not in keep:
+                continue  # carved into another split
             n = per_image.get(imgname, 0)
             per_image[imgname] = n + 1
             row_id = f"{Path(imgname).stem}-{subset[0]}{n}"
@@ -265,7 +327,13 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
                 chart_type=chart_type,
                 bboxes=bboxes,
                 split=split,
-                extra={"question": query, "subset": subset, "source_row": where, **chart_extra},
+                extra={
+                    "question": query,
+                    "subset": subset,
+                    "source_row": where,
+                    "about": labels_named(query, bboxes),
+                    **chart_extra,
+                },
             )
 
 

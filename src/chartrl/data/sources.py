@@ -27,6 +27,9 @@ class Source:
     """The options one split depends on."""
     input_files: Callable[[DatasetConfig, str, Path], list[Path]]
     """Local files one split reads (none for generated data or a hub id)."""
+    box_axes: Callable[[DatasetConfig, str], frozenset[str]] = lambda *_: frozenset()
+    """The bboxes axes (``x_values``, ``y_values``) whose label boxes the config says a split can have; what the
+    focus tools need. Judged from the config alone, so a study is checked before its data exists."""
 
 
 def _only_split(key: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
@@ -45,13 +48,15 @@ def _only_split(key: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
 
 
 def _chartqa_original_split_options(options: dict[str, Any], split: str) -> dict[str, Any]:
-    return _only_split("refocus_boxes")(_only_split("splits")(options, split), split)
+    narrowed = _only_split("require_boxes")(_only_split("splits")(options, split), split)
+    return _only_split("refocus_boxes")(narrowed, chartqa.source_split(options, split))
 
 
 def _chartqa_original_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
     base = root / dataset.options["path"]
-    files = [base / split / pattern.format(split=split) for _, pattern in chartqa.SUBSET_FILES]
-    refocus = dataset.options["refocus_boxes"].get(split)
+    folder = chartqa.source_split(dataset.options, split)
+    files = [base / folder / pattern.format(split=folder) for _, pattern in chartqa.SUBSET_FILES]
+    refocus = dataset.options["refocus_boxes"].get(folder)
     return files + ([base / refocus] if refocus else [])
 
 
@@ -64,10 +69,27 @@ def _geoqa_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
     return [root / dataset.options["files"][split]]
 
 
+def _synthchart_box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
+    return frozenset(
+        synthchart.BOX_AXIS_OF_STYLE[s] for s in dataset.options["styles"] if s in synthchart.BOX_AXIS_OF_STYLE
+    )
+
+
+def _chartqa_original_box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
+    """Bar charts get boxes from the release's annotations (declared with ``annotations: true``) or a ReFocus box
+    file for the split's folder: x values for vertical bars, y values for horizontal ones."""
+    options = dataset.options
+    declared = options["annotations"] or chartqa.source_split(options, split) in options["refocus_boxes"]
+    return frozenset(("x_values", "y_values")) if declared else frozenset()
+
+
 SOURCES: dict[str, Source] = {
-    "synthchart": Source(synthchart.read_synthchart, synthchart.narrow_options, lambda *_: []),
+    "synthchart": Source(synthchart.read_synthchart, synthchart.narrow_options, lambda *_: [], _synthchart_box_axes),
     "chartqa_original": Source(
-        chartqa.read_chartqa_original, _chartqa_original_split_options, _chartqa_original_inputs
+        chartqa.read_chartqa_original,
+        _chartqa_original_split_options,
+        _chartqa_original_inputs,
+        _chartqa_original_box_axes,
     ),
     "chartqa_hf": Source(chartqa.read_chartqa_hf, _only_split("splits"), _chartqa_hf_inputs),
     "geoqa_r1v": Source(geoqa.read_geoqa_r1v, _only_split("files"), _geoqa_inputs),

@@ -72,16 +72,74 @@ def check_reject_fraction(dataset: DatasetConfig, split: str, n_rows: int, rejec
         )
 
 
+def keep_rows_with_boxes(rows: Sequence[Row]) -> tuple[list[Row], list[dict[str, str]]]:
+    """(rows whose chart has label boxes, the others as ``{id, chart_type}``): what ``require_boxes`` keeps."""
+    kept = [row for row in rows if has_boxes(row.bboxes)]
+    left_out = [{"id": row.id, "chart_type": row.chart_type} for row in rows if not has_boxes(row.bboxes)]
+    return kept, left_out
+
+
+def box_coverage(rows: Sequence[Row]) -> float:
+    """The share of questions whose chart has label boxes (what a focus tool can edit)."""
+    return sum(has_boxes(row.bboxes) for row in rows) / len(rows) if rows else 0.0
+
+
+def check_box_coverage(dataset: DatasetConfig, split: str, rows: Sequence[Row], floor: float) -> None:
+    """A tool series trains on this split: fail when too few of its questions have boxes for the tools."""
+    coverage = box_coverage(rows)
+    if coverage >= floor:
+        return
+    without = Counter(row.chart_type for row in rows if not has_boxes(row.bboxes))
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(without.items()))
+    raise DataSourceError(
+        f"dataset {dataset.name} split {split}: only {coverage:.1%} of {len(rows)} questions have label boxes "
+        f"(below data.min_box_coverage {floor:.0%}); without boxes: {kinds}. A tool series trains on this split and "
+        "its focus tools could only fail (no_boxes) on the rest. Give the charts boxes (the ChartQA release's "
+        f"annotations/ folder, or datasets.{dataset.name}.refocus_boxes), keep only charts with boxes "
+        f"(datasets.{dataset.name}.require_boxes: [train, val]), or lower data.min_box_coverage"
+    )
+
+
 def build_split(
-    dataset: DatasetConfig, split: str, root: Path, out: Path, rejects_out: Path, threads: int = 1
+    dataset: DatasetConfig,
+    split: str,
+    root: Path,
+    out: Path,
+    rejects_out: Path,
+    threads: int = 1,
+    min_box_coverage: float | None = None,
 ) -> dict[str, Any]:
-    """Write ``out`` (the split's parquet) and ``rejects_out`` (its rejected rows) atomically."""
+    """Write ``out`` (the split's parquet) and ``rejects_out`` (its rejected rows, and the rows ``require_boxes``
+    left out) atomically. ``min_box_coverage``: the split is a tool series' train split (see
+    :func:`check_box_coverage`)."""
     rows, rejects = collect_split(dataset, split, root, threads)
     for reject in rejects:
         log.warning("rejected %s: %s", reject.id, reject.reason)
     check_reject_fraction(dataset, split, len(rows), rejects)
+    left_out: list[dict[str, str]] = []
+    if split in dataset.options.get("require_boxes", ()):
+        rows, left_out = keep_rows_with_boxes(rows)
+        log.info(
+            "%s/%s: %d questions on charts without label boxes left out (require_boxes)",
+            dataset.name,
+            split,
+            len(left_out),
+        )
+        if not rows:
+            raise DataSourceError(
+                f"dataset {dataset.name} split {split}: no question has a chart with label boxes, so require_boxes "
+                f"leaves nothing; give the charts boxes (annotations/ or refocus_boxes) or drop {split} from "
+                f"datasets.{dataset.name}.require_boxes"
+            )
+    if min_box_coverage is not None:
+        check_box_coverage(dataset, split, rows, min_box_coverage)
     write_split(rows, out)
-    summary = {"split": split, "rows": len(rows), "rejected": [{"id": r.id, "reason": r.reason} for r in rejects]}
+    summary = {
+        "split": split,
+        "rows": len(rows),
+        "rejected": [{"id": r.id, "reason": r.reason} for r in rejects],
+        "left_out": left_out,
+    }
     write_json(rejects_out, summary)
     log.info("%s/%s: %d rows written to %s, %d rejected", dataset.name, split, len(rows), out, len(rejects))
     return summary
@@ -117,6 +175,10 @@ def split_card(rows: Sequence[Row]) -> dict[str, Any]:
             "bar_charts_with_boxes": len(with_boxes),
             "bar_charts_fraction": round(len(with_boxes) / len(bar_charts), 4) if bar_charts else None,
             "rows_with_boxes": sum(has_boxes(r.bboxes) for r in rows),
+            "question_fraction": round(box_coverage(rows), 4),
+            "rows_with_boxes_per_chart_type": dict(
+                sorted(Counter(r.chart_type for r in rows if has_boxes(r.bboxes)).items())
+            ),
             "boxes_from": dict(
                 sorted(Counter(str(r.extra.get("boxes_from", "renderer")) for r in charts.values()).items())
             ),
@@ -130,7 +192,8 @@ def build_card(
 ) -> tuple[dict[str, Any], dict[str, list[Row]]]:
     """The dataset card and the rows it was computed from (for the sample sheet)."""
     rows = {split: read_split(path) for split, path in split_files.items()}
-    rejects = {split: json.loads(Path(path).read_text())["rejected"] for split, path in reject_files.items()}
+    summaries = {split: json.loads(Path(path).read_text()) for split, path in reject_files.items()}
+    rejects = {split: summary["rejected"] for split, summary in summaries.items()}
     owners: dict[str, set[str]] = {}
     for split, split_rows in rows.items():
         for row in split_rows:
@@ -149,6 +212,15 @@ def build_card(
             }
             for split, items in rejects.items()
         },
+        "left_out": {
+            split: {
+                "count": len(summary.get("left_out", [])),
+                "reason": "require_boxes: the chart has no label boxes",
+                "by_chart_type": dict(sorted(Counter(i["chart_type"] for i in summary.get("left_out", [])).items())),
+            }
+            for split, summary in summaries.items()
+            if summary.get("left_out")
+        },
         "config": dataset.to_dict(),
     }
     return card, rows
@@ -166,6 +238,9 @@ def card_metrics(card: Mapping[str, Any]) -> dict[str, float]:
         metrics[f"{split}/rows"] = info["rows"]
         metrics[f"{split}/charts"] = info["charts"]
         metrics[f"{split}/rejected"] = card["rejected"][split]["count"]
+        if split in card["left_out"]:
+            metrics[f"{split}/left_out_without_boxes"] = card["left_out"][split]["count"]
+        metrics[f"{split}/question_box_coverage"] = info["bbox_coverage"]["question_fraction"]
         coverage = info["bbox_coverage"]["bar_charts_fraction"]
         if coverage is not None:
             metrics[f"{split}/bar_chart_box_coverage"] = coverage

@@ -39,6 +39,8 @@ CHART_TYPE_OF_STYLE = {
     "line": "line",
     "pie": "pie",
 }
+BOX_AXIS_OF_STYLE = {"mini": "x_values", "vbar": "x_values", "grouped": "x_values", "hbar": "y_values"}
+"""The axis whose label boxes a style's charts carry (lines and pies carry none)."""
 QUESTION_TYPES = ("count", "extreme", "value", "compare", "difference", "sum")
 DPI = 100
 

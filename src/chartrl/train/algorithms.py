@@ -55,16 +55,23 @@ def group_advantages(scores, response_mask, group_index: np.ndarray, algorithm: 
     return advantages  # (B, R)
 
 
-def policy_loss_config(clip_ratio: float, batch_num_tokens: int, global_batch_size: int, loss_scale_factor: int):
-    """The actor config verl's policy loss reads: the clip range and the whole mini-batch's sizes, so micro-batch
-    losses add up to the mini-batch loss (``agg_loss`` divides by these, not by the micro-batch's own)."""
+def policy_loss_config(
+    clip_ratio: float,
+    batch_num_tokens: int,
+    global_batch_size: int,
+    loss_scale_factor: int,
+    clip_ratio_high: float | None = None,
+):
+    """The actor config verl's policy loss reads: the clip range (``clip_ratio`` below 1, ``clip_ratio_high``
+    above it, the same when not given) and the whole mini-batch's sizes, so micro-batch losses add up to the
+    mini-batch loss (``agg_loss`` divides by these, not by the micro-batch's own)."""
     from omegaconf import OmegaConf
 
     return OmegaConf.create(
         {
             "clip_ratio": clip_ratio,
             "clip_ratio_low": clip_ratio,
-            "clip_ratio_high": clip_ratio,
+            "clip_ratio_high": clip_ratio if clip_ratio_high is None else clip_ratio_high,
             "clip_ratio_c": 3.0,
             "global_batch_info": {
                 "dp_size": 1,

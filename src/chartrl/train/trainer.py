@@ -62,6 +62,8 @@ class TrainJob:
     run_dir: Path
     mlflow: MlflowSettings
     base_model: str
+    keep_steps: tuple[int, ...] = ()
+    """Checkpoint steps an eval series names: never pruned."""
 
     @property
     def digest(self) -> str:
@@ -282,7 +284,9 @@ class Trainer:
         job = self.job
         tokens = int(batch.response_mask.sum())
         sequences = int((batch.response_mask.sum(-1) > 0).sum())
-        config = policy_loss_config(job.train.clip_ratio, max(tokens, 1), max(sequences, 1), job.max_response_tokens)
+        config = policy_loss_config(
+            job.train.clip_low, max(tokens, 1), max(sequences, 1), job.max_response_tokens, job.train.clip_high
+        )
         totals = {"actor/loss": 0.0, "actor/pg_loss": 0.0, "actor/kl": 0.0, "actor/clipfrac": 0.0, "actor/ppo_kl": 0.0}
         self.model.train()
         for _ in range(job.train.ppo_epochs):
@@ -376,7 +380,8 @@ class Trainer:
             self.job.run_dir, step, self.policy, self.optimizer, self._state(run), self.metrics_lines
         )
         best = self._best_step()
-        checkpoints.prune(self.job.run_dir, self.job.train.keep_last, keep={best} if best is not None else set())
+        keep = set(self.job.keep_steps) | ({best} if best is not None else set())
+        checkpoints.prune(self.job.run_dir, self.job.train.keep_last, keep=keep)
         log.info("checkpoint step_%d written", step)
 
     def _best_step(self) -> int | None:

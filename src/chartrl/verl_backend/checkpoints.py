@@ -9,6 +9,12 @@ verl 0.9.1 (``FSDPCheckpointManager``, ``find_latest_ckpt_path``) writes, under 
         huggingface/                          config, tokenizer and processor of the model
         lora_train_meta.json                  (LoRA runs) rank and alpha
 
+verl keeps only the newest ``trainer.max_actor_ckpt_to_keep`` checkpoints and deletes older ones with
+``shutil.rmtree`` (``verl/utils/checkpoint/checkpoint_manager.py``); it cannot spare a step. The steps an eval
+series names are kept by :class:`CheckpointKeeper`: while verl trains, each such step is hard-linked, file by
+file, into ``kept/global_step_{N}/actor/`` as soon as it is complete. Hard links cost no disk; when verl deletes
+its folder the files live on under ``kept/``.
+
 An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge --backend fsdp --local_dir
 <actor> --target_dir <out>`` gathers the shards (bf16 weights; under LoRA the base weights plus ``lora_adapter/``).
 """
@@ -16,17 +22,24 @@ An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge -
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from chartrl.errors import ChartrlError
 from chartrl.files import atomic_dir
 
+log = logging.getLogger(__name__)
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 TRACKER = "latest_checkpointed_iteration.txt"
+KEPT = "kept"
+"""Under ``trainer.default_local_dir``: the checkpoints an eval series names, hard-linked out of verl's reach."""
 
 
 class CheckpointError(ChartrlError):
@@ -43,9 +56,7 @@ def is_complete(actor_dir: Path) -> bool:
     )
 
 
-def verl_checkpoints(root: str | Path) -> dict[int, Path]:
-    """step -> ``global_step_{N}/actor`` for every complete checkpoint under ``root``, by step."""
-    folder = Path(root)
+def _complete_in(folder: Path) -> dict[int, Path]:
     if not folder.is_dir():
         return {}
     found = {}
@@ -53,7 +64,68 @@ def verl_checkpoints(root: str | Path) -> dict[int, Path]:
         match = STEP_DIR.match(path.name)
         if match and is_complete(path / "actor"):
             found[int(match.group(1))] = path / "actor"
+    return found
+
+
+def verl_checkpoints(root: str | Path) -> dict[int, Path]:
+    """step -> ``global_step_{N}/actor`` for every complete checkpoint under ``root`` (verl's own, else the
+    kept copy), by step."""
+    found = {**_complete_in(Path(root) / KEPT), **_complete_in(Path(root))}
     return dict(sorted(found.items()))
+
+
+def keep_checkpoint(root: str | Path, step: int) -> Path | None:
+    """Hard-link the complete checkpoint of ``step`` into ``kept/`` (once); the kept actor folder, or None while
+    verl has not finished writing it."""
+    root = Path(root)
+    kept = root / KEPT / f"global_step_{step}"
+    if is_complete(kept / "actor"):
+        return kept / "actor"
+    source = root / f"global_step_{step}"
+    if not is_complete(source / "actor"):
+        return None
+    with atomic_dir(kept) as tmp:
+        for folder, _dirs, files in os.walk(source):
+            target = tmp / Path(folder).relative_to(source)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in files:
+                os.link(Path(folder) / name, target / name)
+    log.info("checkpoint global_step_%d kept (hard links in %s): an eval series names it", step, kept)
+    return kept / "actor"
+
+
+class CheckpointKeeper:
+    """Keeps the named steps of a running verl job (:func:`keep_checkpoint`), polling every ``interval_s``
+    seconds in a thread, and once more when stopped. verl deletes a checkpoint only after saving
+    ``max_actor_ckpt_to_keep`` newer ones, so a poll every few seconds never misses one."""
+
+    def __init__(self, root: str | Path, steps: Iterable[int], interval_s: float = 10.0):
+        self.root, self.steps, self.interval_s = Path(root), sorted(set(steps)), interval_s
+        self.kept: dict[int, Path] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="checkpoint-keeper", daemon=True)
+
+    def __enter__(self) -> CheckpointKeeper:
+        if self.steps:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+        self.poll()
+
+    def poll(self) -> None:
+        for step in self.steps:
+            if step not in self.kept:
+                path = keep_checkpoint(self.root, step)
+                if path is not None:
+                    self.kept[step] = path
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.poll()
 
 
 def last_step(root: str | Path) -> int | None:

@@ -52,6 +52,8 @@ class VerlTrainJob:
     train_split: Path
     val_split: Path
     mlflow: MlflowSettings
+    keep_steps: tuple[int, ...] = ()
+    """Checkpoint steps an eval series names: kept out of verl's pruning (``checkpoints.CheckpointKeeper``)."""
 
     @property
     def files(self) -> SeriesFiles:
@@ -169,6 +171,13 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
             f"verl finished but saved no checkpoint under {job.files.checkpoints}; "
             "check trainer.save_freq (train.checkpoint_every)"
         )
+    missing = [step for step in job.keep_steps if step not in found]
+    if missing:
+        raise VerlJobError(
+            f"series {job.series.id}: the checkpoints of step(s) {', '.join(map(str, missing))}, which an eval series "
+            f"names, are not under {job.files.checkpoints} (saved: {', '.join(map(str, found))}); check "
+            "trainer.save_freq (train.checkpoint_every) and trainer.total_training_steps (train.steps)"
+        )
     history = val_history(lines)
     last, best = (
         select_checkpoint(job.files.checkpoints, "last"),
@@ -206,7 +215,10 @@ def run_train_job(job: VerlTrainJob, entry: Sequence[str] = VERL_MAIN) -> dict[s
     env = {**os.environ, "MLFLOW_TRACKING_URI": job.mlflow.tracking_uri, "MLFLOW_RUN_ID": run.run_id}
     command = verl_command(job, run.run_id, entry)
     log.info("running verl: %s", " ".join(command[:3]) + f" ... ({len(command) - 3} overrides)")
-    code = run_verl(command, env)
+    from chartrl.verl_backend.checkpoints import CheckpointKeeper
+
+    with CheckpointKeeper(job.files.checkpoints, job.keep_steps):
+        code = run_verl(command, env)
     if code != 0:
         run.finish("FAILED")
         raise VerlJobError(f"verl exited with code {code} for series {job.series.id}; see the log above")

@@ -119,14 +119,21 @@ def passes(series: TrainSeries, config: Config) -> int:
     return config.tools.max_tool_turns + 1 if series.tools else 1
 
 
+def edited_image_tokens(config: Config) -> int:
+    """The most image tokens an edited chart can bring into the response: a tool returns a chart of the prompt
+    chart's size, at most ``model.max_pixels / 784`` tokens, and a prompt longer than ``verl.max_prompt_length``
+    is filtered out of the data (``data.filter_overlong_prompts``), so its chart has fewer tokens than that."""
+    return min(config.model.max_pixels // IMAGE_TOKEN_PIXELS, config.verl.max_prompt_length)
+
+
 def response_length(series: TrainSeries, config: Config) -> int:
     """verl's response budget: every generation pass (``rollout.max_new_tokens`` each) plus, per tool turn, the
-    edited chart's image tokens (at most ``model.max_pixels / 784``) and the observation's text. Tool tokens are
-    in verl's response (loss mask 0), so a budget without them would end episodes before the answer."""
+    edited chart's image tokens (:func:`edited_image_tokens`) and the observation's text. Tool tokens are in
+    verl's response (loss mask 0), so a budget without them would end episodes before the answer."""
     sampled = config.rollout.max_new_tokens * passes(series, config)
     if not series.tools:
         return sampled
-    tool_turn = config.model.max_pixels // IMAGE_TOKEN_PIXELS + TOOL_TURN_TEXT_TOKENS
+    tool_turn = edited_image_tokens(config) + TOOL_TURN_TEXT_TOKENS
     return sampled + config.tools.max_tool_turns * tool_turn
 
 
@@ -234,8 +241,8 @@ def _actor_overrides(config: Config) -> list[str]:
         override(f"{actor}.ppo_micro_batch_size_per_gpu", verl.ppo_micro_batch_size_per_gpu),
         override(f"{actor}.ppo_epochs", train.ppo_epochs),
         override(f"{actor}.clip_ratio", train.clip_ratio),
-        override(f"{actor}.clip_ratio_low", train.clip_ratio),
-        override(f"{actor}.clip_ratio_high", train.clip_ratio),
+        override(f"{actor}.clip_ratio_low", train.clip_low),
+        override(f"{actor}.clip_ratio_high", train.clip_high),
         override(f"{actor}.grad_clip", train.grad_clip),
         override(f"{actor}.entropy_coeff", 0),
         override(f"{actor}.fsdp_config.param_offload", verl.param_offload),

@@ -1,0 +1,196 @@
+"""What a cluster user of config/gpu.yaml needs to be true before a single GPU-hour is spent: nothing the embedded
+default chooses for its 2 M-parameter model leaks into the study, the study offers the six ReFocus tools with the
+full prompt on ChartQA with label boxes, its eval series name the study's steps and the train series keep them, and
+a study that cannot work (tools on data without boxes, a step never saved) is refused before anything runs. And
+config/rehearsal.yaml changes only what a CPU cannot run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from chartrl.config import ConfigError, load_config, read_config_files
+from chartrl.tools.registry import TOOLS
+from chartrl.tools.study_checks import tool_data_problems
+
+from conftest import REPO
+
+GPU = REPO / "config" / "gpu.yaml"
+REHEARSAL = REPO / "config" / "rehearsal.yaml"
+SIX_TOOLS = [name for name, spec in TOOLS.items() if spec.axis is not None]
+
+# Keys config/config.yaml sets that gpu.yaml may leave as they are, and why. Everything else the embedded default
+# sets must be set again by gpu.yaml.
+NEUTRAL = {
+    "mlflow.tracking_uri": "where MLflow writes (results/mlflow.db), the same for every config",
+    "data.max_reject_fraction": "the schema's own default, a data-quality bound, not a model choice",
+    "warmstart.": "the warm start runs only for the tiny model (model.path null); gpu.yaml names a pretrained model",
+    "datasets.synthchart.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
+    "datasets.chartqa_sample.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
+}
+
+
+def _leaves(data, prefix=""):
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return load_config([GPU], root=REPO)
+
+
+def test_nothing_the_embedded_default_sets_leaks_into_the_gpu_config(gpu):
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    overlay = set(_leaves(yaml.safe_load(GPU.read_text())))
+    leaked = [
+        key
+        for key in _leaves(default)
+        if key not in overlay and not any(key == n or (n.endswith(".") and key.startswith(n)) for n in NEUTRAL)
+    ]
+    assert leaked == [], f"config/gpu.yaml inherits the embedded default's {leaked}: set them in gpu.yaml"
+    # the neutral ones are neutral for the reason given
+    assert gpu.model.path is not None and not gpu.extra_datasets
+    assert {"synthchart", "chartqa_sample"}.isdisjoint(gpu.needed_splits())
+
+
+def test_the_study_offers_the_six_refocus_tools_with_the_full_prompt_on_boxed_chartqa(gpu):
+    assert list(gpu.tools.names) == SIX_TOOLS and len(SIX_TOOLS) == 6
+    assert gpu.prompts.tool_template == "tool_use" and gpu.prompts.list_labels
+    chartqa = gpu.datasets["chartqa"]
+    assert chartqa.source == "chartqa_original" and chartqa.options["annotations"]
+    assert list(chartqa.options["require_boxes"]) == ["train", "val"]
+    assert tool_data_problems(gpu) == []
+
+
+def test_the_recipe_follows_the_seeds(gpu):
+    train, verl = gpu.train, gpu.verl
+    assert (train.lr, train.kl_coef, train.clip_low, train.clip_high) == (1e-6, 0.01, 0.2, 0.3)
+    assert (train.prompts_per_step, gpu.rollout.n, verl.ppo_mini_batch_size) == (512, 5, 128)
+    assert (train.val_every, train.checkpoint_every, train.keep_last) == (5, 5, 3)
+    assert (gpu.model.path, gpu.model.max_pixels, verl.n_gpus) == ("Qwen/Qwen2.5-VL-3B-Instruct", 4194304, 8)
+    assert not train.lora.enabled
+
+
+def test_eval_series_name_the_studys_steps_and_the_train_series_keep_them(gpu):
+    named = {s.id: (s.of, s.checkpoint) for s in gpu.eval_series}
+    assert named == {
+        "e4": ("e1", 65),
+        "e5": ("e2", 215),
+        "e8": ("e6", 80),
+        "e9": ("e6", 80),
+        "e13": ("e10", 215),
+        "e14": ("e10", 215),
+    }
+    assert {sid: gpu.keep_steps(sid) for sid in ("e1", "e2", "e6", "e10", "e3")} == {
+        "e1": (65,),
+        "e2": (215,),
+        "e6": (80,),
+        "e10": (215,),
+        "e3": (),
+    }
+    assert all(gpu.train.saves(step) for _, step in named.values())
+
+
+def _check(*overlays, tmp_path, changes):
+    data = yaml.safe_load(GPU.read_text())
+    for path, value in changes.items():
+        node = data
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    changed = tmp_path / "gpu_changed.yaml"
+    changed.write_text(yaml.safe_dump(data))
+    return subprocess.run(
+        [sys.executable, "-m", "chartrl", "config", "check", "--root", str(REPO), "--configfile", str(changed)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+
+
+def test_config_check_passes_the_gpu_config(tmp_path):
+    result = _check(tmp_path=tmp_path, changes={})
+    assert result.returncode == 0, result.stderr
+    assert "config OK: 14 series" in result.stdout
+
+
+def test_the_hub_layout_without_boxes_is_refused_naming_the_dataset_and_the_tools(tmp_path):
+    hub = {
+        "source": "chartqa_hf",
+        "path": "HuggingFaceM4/ChartQA",
+        "splits": {"train": "train", "val": "val", "test": "test"},
+    }
+    result = _check(tmp_path=tmp_path, changes={"datasets.chartqa": hub})
+    assert result.returncode == 2
+    assert "dataset 'chartqa' (source chartqa_hf)" in result.stderr
+    assert "tool series e1, e2, e6, e10, e12" in result.stderr and "focus_on_y_values_with_draw" in result.stderr
+    assert "chartqa_original" in result.stderr  # the fix
+
+
+def test_a_step_no_checkpoint_is_written_at_is_refused(tmp_path):
+    result = _check(tmp_path=tmp_path, changes={"series.e4": {"checkpoint": 66}, "series.e5": {"checkpoint": 300}})
+    assert result.returncode == 2
+    assert "'series.e4.checkpoint': step 66 of train series e1 is never saved" in result.stderr
+    assert "name step 65 or 70" in result.stderr
+    assert "'series.e5.checkpoint': step 300 of train series e2" in result.stderr and "train.steps" in result.stderr
+
+
+def test_a_gpu_count_that_does_not_divide_the_batch_is_refused(tmp_path):
+    result = _check(tmp_path=tmp_path, changes={"verl.n_gpus_per_node": 7})
+    assert result.returncode == 2 and "do not split evenly over 7 GPUs" in result.stderr
+
+
+def test_snakemake_refuses_a_study_without_boxes_before_anything_runs(tmp_path):
+    from conftest import snakemake
+
+    data = yaml.safe_load(GPU.read_text())
+    data["datasets"]["chartqa"] = {
+        "source": "chartqa_hf",
+        "path": "HuggingFaceM4/ChartQA",
+        "splits": {"train": "train", "val": "val", "test": "test"},
+    }
+    overlay = tmp_path / "hub.yaml"
+    overlay.write_text(yaml.safe_dump(data))
+    result = snakemake(tmp_path, "-n", "--configfile", str(overlay), check=False)
+    assert result.returncode != 0 and "every call would fail (no_boxes)" in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_the_rehearsal_changes_only_what_a_cpu_cannot_run(gpu):
+    rehearsal = load_config([GPU, REHEARSAL], root=REPO)
+    assert rehearsal.backend == "local" and rehearsal.model.path is None  # what a CPU can run
+    assert rehearsal.tools == gpu.tools and rehearsal.prompts == gpu.prompts  # what the study offers
+    for sid, series in gpu.series.items():  # the same series, rewards and algorithms; eval steps scaled
+        other = rehearsal.series[sid]
+        if series.kind == "train":
+            assert other == series
+        else:
+            assert (other.of, other.scorers, type(other.checkpoint)) == (series.of, series.scorers, int)
+            assert rehearsal.train.saves(other.checkpoint) and other.checkpoint <= rehearsal.train.steps
+    data, study = rehearsal.datasets["chartqa"], gpu.datasets["chartqa"]
+    assert (data.source, data.options["require_boxes"]) == (study.source, study.options["require_boxes"])
+    assert (rehearsal.train.clip_low, rehearsal.train.clip_high, rehearsal.train.kl_coef) == (0.2, 0.3, 0.01)
+    # e4 and e8 name steps keep_last alone would prune: the kept-step path of gpu.yaml's 65 and 80 is exercised
+    steps, keep = rehearsal.train.steps, rehearsal.train.keep_last
+    assert rehearsal.keep_steps("e1")[0] <= steps - keep and rehearsal.keep_steps("e6")[0] <= steps - keep
+
+
+def test_every_file_under_config_is_valid_on_its_own_or_on_gpu_yaml():
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        if path.name in ("config.yaml", "series.yaml"):
+            continue
+        overlays = [GPU, path] if path.name == "rehearsal.yaml" else [path]
+        load_config(overlays, root=REPO)
+
+
+def test_a_missing_overlay_is_named():
+    with pytest.raises(ConfigError, match="does not exist"):
+        read_config_files([REPO / "config" / "nope.yaml"])
