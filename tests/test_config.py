@@ -13,7 +13,7 @@ from chartrl.config import ConfigError, EvalSeries, TrainSeries, load_config, me
 from conftest import REPO, raw_default_config
 
 DESIGN_SERIES = {
-    # id: (generation, kind, tools, reward, algorithm, of)  -- the table in ../shared/design.md
+    # id: (generation, kind, tools, reward, algorithm, of)  -- the table in the README
     "e1": ("v1", "train", True, "v1_rule", "grpo", None),
     "e2": ("v1", "train", True, "v1_judge", "grpo", None),
     "e3": ("v1", "train", False, "v1_rule", "grpo", None),

@@ -163,7 +163,7 @@ def test_format_number(value, decimals, text):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The mini style (../shared/facts.md: "A miniature chart task where the mask tool matters")
+# The mini style (a miniature chart task where the mask tool matters, measured on this CPU)
 # --------------------------------------------------------------------------------------------------------------
 
 MINI_SECTION = {

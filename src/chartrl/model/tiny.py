@@ -2,8 +2,9 @@
 
 Same architecture class, processor and chat layout as Qwen2.5-VL-3B-Instruct (so verl's Qwen-VL token builder,
 ``AutoModelForImageTextToText`` and ``AutoProcessor`` treat it like the real one), at about 2 M parameters: the
-size ../shared/facts.md found learnable from scratch on this CPU. Weights are random (seeded); the warm start
-teaches the protocol.
+size measured learnable from scratch on a 2-core CPU (a 2.38 M-parameter model read bar values off masked
+168 x 56 charts after 600 s of supervised training). Weights are random (seeded); the warm start teaches the
+protocol.
 """
 
 from __future__ import annotations

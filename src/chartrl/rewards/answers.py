@@ -1,7 +1,7 @@
 """Reading answers out of responses and comparing them with the truth: the rule scorer's whole vocabulary.
 
-- :func:`extract_answer`: the content of the last ``<answer>...</answer>`` (../shared/design.md, "Answer
-  extraction").
+- :func:`extract_answer`: the content of the last ``<answer>...</answer>`` in the response (no tag: no answer,
+  accuracy 0 and a format failure).
 - :func:`is_well_formed`: what the format term calls well-formed.
 - :func:`extract_choice`: the letter in the last ``\\boxed{...}`` (multiple-choice GeoQA).
 - :func:`relaxed_accuracy`: ChartQA's relaxed accuracy (Masry et al., 2022, "ChartQA", Sec. 5; the evaluation code

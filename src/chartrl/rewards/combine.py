@@ -1,5 +1,5 @@
 """How each reward turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``: pure
-per-item functions, so every definition in ../shared/design.md ("Reward definitions") reads in a few lines and
+per-item functions, so every reward definition (README, "Rewards and the judge") reads in a few lines and
 the property tests call them directly.
 
 Part names are stable per reward (``PARTS``); the trainer logs each as ``reward/<part>``. In the shaped rewards

@@ -4,7 +4,7 @@ and its params (validated, defaults filled, by the config schema's reward defini
 A reward is called on a batch (``reward(list_of_RewardInput) -> list[dict]``): rule rewards score item by
 item; judge-based ones (``v1_judge``; ``v2_shaped``/``v3_gra`` with ``accuracy: judge|panel``) first judge the
 whole batch concurrently through the judge object they were given, then combine. A response without an answer
-tag is not sent to the judge: its accuracy is 0 (../shared/design.md, "Answer extraction").
+tag is not sent to the judge: its accuracy is 0 (answer extraction: the last <answer> tag).
 
 A judge failure (no readable verdict after every retry) is counted in the ``judge_failure`` part and the item's
 accuracy falls back to the rule's relaxed accuracy, so one unreadable reply neither rewards nor punishes the

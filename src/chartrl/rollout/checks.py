@@ -2,7 +2,7 @@
 format, reading the chart? Used after the warm start and in the rollout CLI.
 
 The shuffled-image control pairs each question with another row's chart (and its boxes): an accuracy that
-survives the shuffle comes from the question text, not from the image (../shared/facts.md).
+survives the shuffle comes from the question text, not from the image.
 """
 
 from __future__ import annotations
