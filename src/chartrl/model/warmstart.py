@@ -49,6 +49,9 @@ class Demonstration:
     """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool,
     perception (the no-tool prompt on the masked chart), text_restate (which labels the question names, no
     chart), text_tool_correct / text_tool_other (the tool prompt without the chart, and a call)."""
+    outcome: str | None = None
+    """A demonstrated call on the chart: the tool outcome of running it (``executed``, or ``failed`` when the
+    chart's boxes do not serve it: a demonstration that teaches nothing true, so it is counted)."""
 
 
 def _assistant_ids(policy, text: str) -> list[int]:
@@ -133,9 +136,8 @@ def build_demonstration(
     if keep != about:
         answer = f"<answer>{_answer_shown(row, keep)}</answer>"
     reply = _assistant_ids(policy, answer)
-    return Demonstration(
-        ids + reply, mask + [1] * len(reply), images, "tool_correct" if keep == about else "tool_other"
-    )
+    kind = "tool_correct" if keep == about else "tool_other"
+    return Demonstration(ids + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
 
 
 def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfig) -> Demonstration:
@@ -330,6 +332,8 @@ def train_warmstart(
             "warmstart/tool_demo_fraction": sum(k.startswith("tool") for k in kinds) / len(kinds),
             "warmstart/perception_demo_fraction": sum(k == "perception" for k in kinds) / len(kinds),
             "warmstart/text_demo_fraction": sum(k.startswith("text") for k in kinds) / len(kinds),
+            # of the calls demonstrated on charts, the share whose tool ran on the chart's boxes
+            "warmstart/demo_call_executed": _executed_share(demos),
             "warmstart/tokens": sum(len(d.ids) for d in demos),
             "timing/demos": built - started,
             "timing/update": time.perf_counter() - built,
@@ -344,6 +348,11 @@ def train_warmstart(
             )
     policy.model.eval()
     return history
+
+
+def _executed_share(demos: Sequence[Demonstration]) -> float:
+    calls = [d.outcome for d in demos if d.outcome is not None]
+    return sum(outcome == "executed" for outcome in calls) / len(calls) if calls else float("nan")
 
 
 def save_history(history: Sequence[dict[str, float]], path: Path) -> None:
