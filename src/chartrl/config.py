@@ -483,6 +483,8 @@ class VerlConfig:
     rollout_engine: str
     max_prompt_length: int
     max_tool_response_length: int
+    attn_implementation: str
+    """The policy's attention in verl's FSDP workers (sdpa, flash_attention_2, eager)."""
     gradient_checkpointing: bool
     param_offload: bool
     optimizer_offload: bool
