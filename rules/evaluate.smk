@@ -27,6 +27,8 @@ if CFG.backend == "verl":
             experiment=CFG.mlflow.experiment,
         wildcard_constraints:
             series="|".join(GENERATING_SERIES) or "(?!)",
+        resources:
+            gpu=VERL_JOB_GPUS,
         log:
             "results/logs/eval/{series}/generate.log",
         benchmark:
