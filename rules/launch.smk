@@ -6,9 +6,16 @@ import shlex
 
 from snakemake.exceptions import WorkflowError
 
-from chartrl.launch import judge_key_names, submission_id
+from chartrl.launch import judge_key_names, ray_address_problem, submission_id
 
 LOCAL_RAY_HEAD = CFG.launcher == "ray" and not os.environ.get("RAY_ADDRESS") and CFG.ray.address is None
+# A RAY_ADDRESS that cannot take a job submission (ray.address is checked with the config) stops the run here,
+# before any job, rather than at the first train job's launch.
+_RAY_ADDRESS = os.environ.get("RAY_ADDRESS")
+if CFG.launcher == "ray" and _RAY_ADDRESS:
+    _problem = ray_address_problem(_RAY_ADDRESS, "RAY_ADDRESS")
+    if _problem:
+        raise WorkflowError(_problem)
 
 
 def judge_secret_names():

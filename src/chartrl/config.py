@@ -710,6 +710,11 @@ def _cross_check(config: Config) -> None:
             )
     problems += judge_problems(config.judge)
     problems += prompt_problems(config.prompts)
+    if config.ray.address is not None:
+        from chartrl.launch import ray_address_problem
+
+        problem = ray_address_problem(config.ray.address, "config key 'ray.address': value")
+        problems += [problem] if problem else []
     if config.backend == "verl":
         from chartrl.verl_backend.checks import batch_problems
 
