@@ -62,6 +62,11 @@ def refuse_secrets(values: Mapping[str, str]) -> None:
                 )
 
 
+def shown_uri(tracking_uri: str) -> str:
+    """A tracking URI fit for a message: any ``user:password@`` in it replaced by ``***@``."""
+    return re.sub(r"(?<=://)[^/@]+@", "***@", tracking_uri)
+
+
 def artifact_root(tracking_uri: str) -> str | None:
     """For a SQLite store, the artifact folder beside the database; otherwise the server decides."""
     if tracking_uri.startswith("sqlite:///"):
