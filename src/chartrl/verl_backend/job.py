@@ -124,8 +124,8 @@ def start_tracking(job: VerlTrainJob):
         if state.get("config_digest") == job.digest:
             log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
             return tracking.resume_run(job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
-    tags = tracking.train_run_tags(job.series, backend="verl")
-    run = tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
+    tags = tracking.train_run_tags(job.series, backend="verl", seed=job.train.seed)
+    run = tracking.start_run(job.mlflow, tracking.train_run_name(job.series.id), tags, job.spec)
     write_json(state_file, {"config_digest": job.digest, "mlflow_run_id": run.run_id})
     return run
 
