@@ -134,6 +134,13 @@ def verl_train_overrides(wildcards):
     return shlex.join(train_overrides(CFG, wildcards.series, os.getcwd()))
 
 
+# What a verl train or generate job occupies: the whole cluster shape verl is given (verl.nnodes x
+# verl.n_gpus_per_node). Declared as the rule's `gpu` resource so that Snakemake, limited by `--resources gpu=N`,
+# queues verl jobs instead of starting them together: verl checks its resource pool once at start and fails when
+# another job's workers hold the GPUs. The Ray driver itself reserves none (train_launch).
+VERL_JOB_GPUS = CFG.verl.n_gpus
+
+
 def train_launch(wildcards):
     """The launcher prefix of a train job (rules/launch.smk). A verl job's driver reserves one CPU: verl's own
     workers reserve the GPUs inside the cluster; a local job reserves its threads and ray.job_gpus."""

@@ -27,6 +27,8 @@ if CFG.backend == "verl":
             experiment=CFG.mlflow.experiment,
         wildcard_constraints:
             series="|".join(GENERATING_SERIES) or "(?!)",
+        resources:
+            gpu=VERL_JOB_GPUS,
         log:
             "results/logs/eval/{series}/generate.log",
         benchmark:
@@ -121,7 +123,8 @@ rule diagonal:
 
 # Test accuracy per question type of every train series (last checkpoint) and of the warm-started starting point
 # (with and without tools), each next to its shuffled-image control: what the report's per-type table,
-# tool-vs-no-tool gaps and bootstrap intervals are computed from.
+# tool-vs-no-tool gaps and bootstrap intervals are computed from. Also logged as the MLflow run {series}/test
+# (warmstart/test/tools_{mode}), nested under the train run it read.
 rule test_accuracy:
     input:
         run="results/runs/{series}/run.json",
@@ -132,6 +135,8 @@ rule test_accuracy:
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
         launch=lambda wildcards: local_launch("test", wildcards.series, test_accuracy_spec(wildcards.series)),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
     wildcard_constraints:
         series="|".join(TRAIN_SERIES) or "(?!)",
     threads: CFG.evaluate.threads
@@ -141,7 +146,7 @@ rule test_accuracy:
         "../envs/cpu.yaml"
     shell:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
 rule warmstart_test_accuracy:
@@ -156,6 +161,8 @@ rule warmstart_test_accuracy:
         launch=lambda wildcards: local_launch(
             "test", f"warmstart-tools-{wildcards.mode}", test_accuracy_spec("warmstart")
         ),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
     wildcard_constraints:
         mode="on|off",
     threads: CFG.evaluate.threads
@@ -165,4 +172,5 @@ rule warmstart_test_accuracy:
         "../envs/cpu.yaml"
     shell:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --model {input.model:q} --tools {wildcards.mode}"
-        " --data {input.data:q} --out {output:q} > {log:q} 2>&1"
+        " --data {input.data:q} --out {output:q} --tracking-uri {params.tracking_uri:q}"
+        " --experiment {params.experiment:q} > {log:q} 2>&1"

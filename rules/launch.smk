@@ -4,9 +4,18 @@
 import atexit
 import shlex
 
-from chartrl.launch import judge_key_names, submission_id
+from snakemake.exceptions import WorkflowError
+
+from chartrl.launch import judge_key_names, ray_address_problem, submission_id
 
 LOCAL_RAY_HEAD = CFG.launcher == "ray" and not os.environ.get("RAY_ADDRESS") and CFG.ray.address is None
+# A RAY_ADDRESS that cannot take a job submission (ray.address is checked with the config) stops the run here,
+# before any job, rather than at the first train job's launch.
+_RAY_ADDRESS = os.environ.get("RAY_ADDRESS")
+if CFG.launcher == "ray" and _RAY_ADDRESS:
+    _problem = ray_address_problem(_RAY_ADDRESS, "RAY_ADDRESS")
+    if _problem:
+        raise WorkflowError(_problem)
 
 
 def judge_secret_names():
@@ -66,7 +75,21 @@ def _stop_local_head():
         stop_head(state)
 
 
+def _check_verl_gpu_limit():
+    """A local run of verl jobs must be limited to the GPUs it has (--resources gpu=N), or Snakemake starts them
+    together; an executor such as Slurm allocates each job's GPUs itself."""
+    from chartrl.verl_backend.checks import gpu_limit_problem
+
+    if CFG.backend != "verl" or not workflow.local_exec:
+        return
+    limit = workflow.global_resources.get("gpu")
+    problem = gpu_limit_problem(None if limit is None else limit.value, CFG.verl)
+    if problem:
+        raise WorkflowError(problem)
+
+
 onstart:
+    _check_verl_gpu_limit()
     if LOCAL_RAY_HEAD:
         _start_local_head()
 

@@ -1,6 +1,8 @@
 # More seeds (config key extra_seeds, off in the embedded default): every train series trained again from the same
 # warm-started model with another train seed, and tested like the main run, so the report can show the spread.
-# The main run (train.seed) keeps its own paths; the other seeds live under results/seeds/{series}/seed{seed}/.
+# The main run (train.seed) keeps its own paths; the other seeds live under results/seeds/{series}/seed{seed}/, and
+# their MLflow runs have names of their own ({series}/train/seed{seed}, {series}/test/seed{seed}), so they never
+# supersede the main run.
 
 
 rule train_seed:
@@ -30,7 +32,7 @@ rule train_seed:
     shell:
         "{params.launch} chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q} --val {input.val:q}"
         " --out results/seeds/{wildcards.series}/seed{wildcards.seed} --tracking-uri {params.tracking_uri:q}"
-        " --experiment {params.experiment:q} > {log:q} 2>&1"
+        " --experiment {params.experiment:q} --extra-seed {wildcards.seed} > {log:q} 2>&1"
 
 
 rule seed_test_accuracy:
@@ -45,6 +47,8 @@ rule seed_test_accuracy:
         launch=lambda wildcards: local_launch(
             "test", f"{wildcards.series}-seed{wildcards.seed}", test_accuracy_spec(wildcards.series)
         ),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
     wildcard_constraints:
         series="|".join(TRAIN_SERIES) or "(?!)",
         seed=r"\d+",
@@ -55,4 +59,5 @@ rule seed_test_accuracy:
         "../envs/cpu.yaml"
     shell:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q}"
+        " --extra-seed {wildcards.seed} > {log:q} 2>&1"

@@ -20,6 +20,8 @@ if CFG.backend == "verl":
             overrides=verl_train_overrides,
             tracking_uri=CFG.mlflow.tracking_uri,
             experiment=CFG.mlflow.experiment,
+        resources:
+            gpu=VERL_JOB_GPUS,
         log:
             "results/logs/train/{series}.log",
         benchmark:

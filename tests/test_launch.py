@@ -130,6 +130,27 @@ def test_secrets_are_inherited_from_the_head_not_sent(head):
     assert logged == "" and SECRET not in err
 
 
+def test_verl_driver_and_task_runner_output_reach_the_launchers_log(head):
+    """verl's driver (its own run_ppo: ray.init with the ray_kwargs our overrides compose to) and its TaskRunner
+    actor, run as a Ray job through `chartrl launch` as the train rule does: both the driver's prints and the
+    actor's come back on the launcher's stdout, which the rule redirects into its log. The actor's travel through
+    Ray's log monitor (ray.init's log_to_driver, on by default, which verl's ray_init leaves alone); the local
+    head runs it (it was once started with --include-log-monitor false, and actor output was lost)."""
+    state, env = head
+    sid = f"chartrl-test-verl-{uuid.uuid4().hex[:6]}"
+    started = time.perf_counter()
+    script = str(REPO / "tests" / "verl_task_runner.py")
+    process = launch(
+        env, sid, sys.executable, script, str(REPO / "config" / "gpu.yaml"), "e10", extra=("--env", "PYTHONPATH")
+    )
+    out, err = process.communicate(timeout=120)
+    print(f"verl's driver and a task runner actor through chartrl launch: {time.perf_counter() - started:.1f}s")
+    assert process.returncode == 0, out[-3000:] + err[-3000:]
+    assert "verl driver: config composed" in out and "ray init kwargs:" in out  # the driver, verl's own print
+    assert "task runner actor: training e10/train" in out  # the actor's print, through log_to_driver
+    assert "task runner actor: a warning from its logger" in out
+
+
 def test_a_local_backend_training_job_runs_on_the_head(head, tiny_model_dir, synth_rows, tmp_path):
     from chartrl.config import load_config, to_plain
     from chartrl.data.contract import write_split

@@ -1,4 +1,5 @@
-"""MLflow conventions: one run per (subject, stage), params once, reruns supersede, secrets never logged."""
+"""MLflow conventions: one run per (subject, stage), params once, reruns supersede (current runs tagged so),
+extra seeds beside the main run, series described, test accuracy logged, secrets never logged."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_a_rerun_supersedes_the_earlier_run(settings, tmp_path):
     assert (
         old.data.tags[tracking.SUPERSEDED_TAG] == "true" and old.data.tags[tracking.SUPERSEDED_BY_TAG] == second.run_id
     )
-    assert tracking.SUPERSEDED_TAG not in new.data.tags
+    assert new.data.tags[tracking.SUPERSEDED_TAG] == "false"  # current, and tagged so
     assert new.data.params == {"seed": "0", "splits.train": "3"}
     assert new.data.metrics == {"train/rows": 6.0} and new.info.status == "FINISHED"
     assert [a.path for a in client.list_artifacts(second.run_id)] == ["card.json"]
@@ -82,3 +83,134 @@ def test_jobs_starting_together_on_a_fresh_store_do_not_collide(tmp_path):
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         run_ids = pool.map(_log_one_run, [(uri, f"d{i}") for i in range(4)])
     assert len(set(run_ids)) == 4
+
+
+def _current(settings) -> set[str]:
+    """The names of the runs MLflow's own search returns for the obvious filter on current runs."""
+    client = tracking._client(settings)
+    experiment = tracking.experiment_id(client, settings)
+    return {r.info.run_name for r in client.search_runs([experiment], "tags.chartrl.superseded = 'false'")}
+
+
+def test_the_obvious_filter_finds_exactly_the_current_runs(settings):
+    for name in ("synthchart/data", "synthchart/data", "e1/train"):
+        with tracking.stage_run(settings, name, {"stage": name.split("/")[1]}, {}):
+            pass
+    client = tracking._client(settings)
+    experiment = tracking.experiment_id(client, settings)
+    superseded = client.search_runs([experiment], "tags.chartrl.superseded = 'true'")
+    assert len(superseded) == 1 and superseded[0].info.run_name == "synthchart/data"
+    assert _current(settings) == {"synthchart/data", "e1/train"}
+    assert len(client.search_runs([experiment], "tags.chartrl.superseded = 'false'")) == 2
+
+
+def test_extra_seeds_run_beside_the_main_run(settings, default_config):
+    """The seed runs get names of their own, so the main run stays current; the trainer names them so."""
+    import dataclasses
+
+    from chartrl.train.trainer import TrainJob
+
+    series = default_config.series["e1"]
+    names = []
+    for seed in (None, 1, 2):
+        name = tracking.train_run_name("e1", seed)
+        names.append(name)
+        tags = tracking.train_run_tags(series, backend="local", seed=0 if seed is None else seed)
+        with tracking.stage_run(settings, name, tags, {}):
+            pass
+        with tracking.stage_run(settings, tracking.test_run_name("e1", seed), {"stage": "test"}, {}):
+            pass
+    assert names == ["e1/train", "e1/train/seed1", "e1/train/seed2"]
+    assert _current(settings) == {*names, "e1/test", "e1/test/seed1", "e1/test/seed2"}
+
+    def job(seed, extra):
+        train = dataclasses.replace(default_config.train, seed=seed)
+        return TrainJob(series, train, default_config.rollout, default_config.prompts, default_config.tools, {},
+                        None, settings, "m", extra_seed=extra)  # fmt: skip
+
+    assert job(0, False).run_name == "e1/train" and job(2, True).run_name == "e1/train/seed2"
+
+
+def test_the_seeds_rules_name_their_runs_as_extra_seeds(tmp_path):
+    from conftest import REPO, snakemake
+
+    printed = snakemake(tmp_path, "-n", "-p", f"--configfile={REPO / 'config/seeds.yaml'}").stdout
+    lines = [line for line in printed.splitlines() if "results/seeds/e1/seed2" in line and "chartrl " in line]
+    assert len(lines) == 2  # train_seed and seed_test_accuracy of e1, seed 2
+    assert all(line.split("--extra-seed ", 1)[1].startswith("2 ") for line in lines)
+    main = [line for line in printed.splitlines() if "--out results/runs/e1 " in line]
+    assert main and "--extra-seed" not in main[0]
+
+
+def test_the_trainer_refuses_an_extra_seed_that_is_not_the_specs(capsys, default_config):
+    import json
+
+    from chartrl.cli import main
+    from chartrl.config import to_plain
+
+    from conftest import REPO
+
+    names = ("train", "rollout", "prompts", "tools", "judge")
+    spec = {"series": {"id": "e1", **to_plain(default_config.resolved["series"]["e1"])}}
+    spec |= {name: to_plain(default_config.resolved[name]) for name in names}
+    spec["train"]["seed"] = 1  # as the seeds rule writes it for seed 1
+    code = main(["train", "--spec", json.dumps(spec), "--model", str(REPO), "--train", "x", "--val", "y", "--out",
+                 "z", "--extra-seed", "2"])  # fmt: skip
+    assert code != 0 and "--extra-seed 2 is not the spec's train.seed (1)" in capsys.readouterr().err
+
+
+def test_series_runs_carry_their_description(settings, default_config):
+    series = default_config.series["e1"]
+    assert series.description == "tool-use policy, rule reward (relaxed accuracy of the final answer)"
+    with tracking.stage_run(settings, "e1/train", tracking.train_run_tags(series, backend="local", seed=0), {}) as t:
+        pass
+    eval_series = {"id": "e4", **dict(default_config.resolved["series"]["e4"])}
+    with tracking.stage_run(settings, "e4/generate", tracking.eval_run_tags(eval_series, "generate", t.run_id, "local"),
+                            {}) as e:  # fmt: skip
+        pass
+    client = tracking._client(settings)
+    assert client.get_run(t.run_id).data.tags[tracking.DESCRIPTION_TAG] == series.description
+    tags = client.get_run(e.run_id).data.tags
+    assert (
+        tags[tracking.DESCRIPTION_TAG] == "e1 checkpoint on test, rule scorer"
+        and tags["mlflow.parentRunId"] == t.run_id
+    )
+
+
+def test_test_accuracy_is_logged_on_its_own_run_under_the_train_run(settings, tmp_path, tiny_model_dir, synth_rows,
+                                                                    default_config):  # fmt: skip
+    """`chartrl test-accuracy` on a train series' run.json: the per-type accuracies of each condition become
+    metrics of the run e1/test, nested under e1's train run and described as e1."""
+    import json
+
+    from chartrl.cli import main
+    from chartrl.config import to_plain
+    from chartrl.data.contract import write_split
+
+    with tracking.stage_run(settings, "e1/train", {"stage": "train"}, {}) as train_run:
+        pass
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps({"mlflow_run_id": train_run.run_id, "checkpoints": {"last": str(tiny_model_dir)}}))
+    rows = synth_rows["val"][:3]
+    write_split(rows, tmp_path / "test.parquet")
+    sections = {name: to_plain(default_config.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
+    sections["rollout"]["max_new_tokens"] = 8  # random weights: the answers do not matter, the logging does
+    spec = {"series": {"id": "e1", **to_plain(default_config.resolved["series"]["e1"])}, **sections}
+    out = tmp_path / "test_accuracy.json"
+    code = main(["test-accuracy", "--spec", json.dumps(spec), "--run", str(run_json), "--data",
+                 str(tmp_path / "test.parquet"), "--out", str(out), "--tracking-uri", settings.tracking_uri,
+                 "--experiment", settings.experiment])  # fmt: skip
+    assert code == 0
+    result = json.loads(out.read_text())
+    client = tracking._client(settings)
+    experiment = tracking.experiment_id(client, settings)
+    (run,) = tracking.find_runs(client, experiment, "e1/test")
+    metrics, tags = run.data.metrics, run.data.tags
+    assert tags["mlflow.parentRunId"] == train_run.run_id and tags["stage"] == "test" and tags["tools"] == "true"
+    assert tags[tracking.DESCRIPTION_TAG] == default_config.series["e1"].description
+    for condition in ("test", "test_shuffled_images", "test_sampled"):
+        assert metrics[f"{condition}/accuracy"] == pytest.approx(result[condition]["accuracy"])
+        assert metrics[f"{condition}/n"] == 3
+        by_type = result[condition]["accuracy_by_question_type"]
+        assert by_type and all(metrics[f"{condition}/accuracy_{t}"] == pytest.approx(v) for t, v in by_type.items())
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["test_accuracy.json"]

@@ -500,6 +500,8 @@ class VerlConfig:
     rollout_engine: str
     max_prompt_length: int
     max_tool_response_length: int
+    attn_implementation: str
+    """The policy's attention in verl's FSDP workers (sdpa, flash_attention_2, eager)."""
     gradient_checkpointing: bool
     param_offload: bool
     optimizer_offload: bool
@@ -739,6 +741,11 @@ def _cross_check(config: Config) -> None:
             )
     problems += judge_problems(config.judge)
     problems += prompt_problems(config.prompts)
+    if config.ray.address is not None:
+        from chartrl.launch import ray_address_problem
+
+        problem = ray_address_problem(config.ray.address, "config key 'ray.address': value")
+        problems += [problem] if problem else []
     if config.backend == "verl":
         from chartrl.verl_backend.checks import batch_problems
 

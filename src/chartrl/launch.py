@@ -85,15 +85,62 @@ LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
 SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
+GCS_PORT, CLIENT_PORT, JOB_API_PORT = 6379, 10001, 8265
+"""Ray's default ports: the GCS (``ray start --address``), the Ray client (``ray://``), the dashboard's job API."""
+
+
+def ray_address_problem(address: str, source: str) -> str | None:
+    """Why ``address`` (from ``source``: ``RAY_ADDRESS`` or ``ray.address``) cannot take a ``ray job submit``, or
+    None. Ray users write three kinds of address; only the dashboard's job API (``http(s)://host:8265``) serves the
+    job submission client, and the other two fail late and obscurely: a GCS address (``host:6379``) is read by Ray
+    as ``http://host:6379`` and the request hangs or is refused; a Ray client address (``ray://host:10001``) is
+    rejected by Ray with an internal error."""
+    text = address.strip()
+    scheme, has_scheme, rest = text.partition("://")
+    if not has_scheme:
+        scheme, rest = "", text
+    host, _, port_text = rest.split("/", 1)[0].partition(":")
+    port = int(port_text) if port_text.isdigit() else None
+    use = f"`ray job submit` needs the dashboard's job API, usually http://{host or 'head-node'}:{JOB_API_PORT}"
+    where = f"{source} {address!r}"
+    if scheme == "ray":
+        return f"{where} is a Ray client address (ray://); {use}"
+    if scheme not in ("", "http", "https"):
+        return f"{where} has the scheme {scheme}://, which Ray's job API does not speak; {use}"
+    if text in ("auto", "local"):
+        return (
+            f"{where} asks ray.init to find or start a cluster, which a job submission cannot do; {use}, or unset "
+            "RAY_ADDRESS and ray.address so that the workflow starts a local head"
+        )
+    if port == GCS_PORT:
+        return f"{where} is the GCS port (what `ray start --address` joins); {use}"
+    if port == CLIENT_PORT:
+        return f"{where} is the Ray client port; {use}"
+    if not scheme and port is None:
+        return f"{where} names no port; {use}"
+    return None
+
+
+def job_api_address(address: str, source: str) -> str:
+    """``address`` as the job submission client takes it (``host:port`` becomes ``http://host:port``, as Ray
+    itself reads it), or a :class:`LaunchError` saying which address to use."""
+    problem = ray_address_problem(address, source)
+    if problem:
+        raise LaunchError(problem)
+    text = address.strip()
+    return text if "://" in text else f"http://{text}"
+
+
 def ray_address(configured: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
     """The cluster's job API: ``RAY_ADDRESS`` wins over ``ray.address``."""
-    address = environ.get("RAY_ADDRESS") or configured
-    if not address:
-        raise LaunchError(
-            "launcher: ray needs a Ray cluster: set RAY_ADDRESS (e.g. http://head-node:8265) or ray.address, or run "
-            "through Snakemake, which starts a local head for the run; or use launcher: inline"
-        )
-    return address if "://" in address else f"http://{address}"
+    if environ.get("RAY_ADDRESS"):
+        return job_api_address(environ["RAY_ADDRESS"], "RAY_ADDRESS")
+    if configured:
+        return job_api_address(configured, "ray.address")
+    raise LaunchError(
+        "launcher: ray needs a Ray cluster: set RAY_ADDRESS (e.g. http://head-node:8265) or ray.address, or run "
+        "through Snakemake, which starts a local head for the run; or use launcher: inline"
+    )
 
 
 class RayJobLauncher:

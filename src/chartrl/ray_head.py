@@ -127,7 +127,10 @@ def head_command(state: HeadState, num_cpus: int | None, num_gpus: int | None) -
         command += ["--num-cpus", str(num_cpus)]
     if num_gpus is not None:
         command += ["--num-gpus", str(num_gpus)]
-    return command + ["--disable-usage-stats", "--include-log-monitor", "false"]
+    # Ray's log monitor stays on: it is what carries the prints of a job's actors and workers (verl's TaskRunner,
+    # its FSDP and vLLM workers) to the job's driver (ray.init's log_to_driver), and so into the Ray job's log
+    # that the launcher streams into the rule's log. Without it, only the driver's own output arrives.
+    return command + ["--disable-usage-stats"]
 
 
 def _alive(pid: int) -> bool:

@@ -2,11 +2,15 @@
 
 - One experiment per config (``mlflow.experiment``); the default store is ``sqlite:///results/mlflow.db`` and
   artifacts go beside it (``results/mlartifacts/``).
-- One run per (subject, stage), named ``{subject}/{stage}`` (``e1/train``, ``synthchart/data``), tagged with
-  ``stage`` and whatever else the stage knows (``series``, ``generation``, ``reward``, ``algorithm``, ``tools``,
-  ``backend``, ``dataset``).
+- One run per (subject, stage), named ``{subject}/{stage}`` (``e1/train``, ``synthchart/data``, ``e1/test``),
+  tagged with ``stage`` and whatever else the stage knows (``series``, ``generation``, ``reward``, ``algorithm``,
+  ``tools``, ``backend``, ``dataset``, ``seed``). A run of an extra seed has a name of its own
+  (``e1/train/seed1``, ``e1/test/seed1``), so it never supersedes the main run.
+- A series' runs carry its description (``config/series.yaml``) as the run's MLflow description
+  (``mlflow.note.content``).
 - Params are the resolved config of that subject, flattened, logged once. Metrics go in batches.
-- A stage rerun from scratch starts a new run and tags the older runs of the same name
+- Every run starts tagged ``chartrl.superseded=false``, so ``tags.chartrl.superseded = 'false'`` finds the current
+  runs; a stage rerun from scratch starts a new run and tags the older runs of the same name
   ``chartrl.superseded=true`` (with the id of the run that replaced them).
 - No secret reaches params or tags: any value containing the value of a secret-looking environment variable
   (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``) is refused before anything is logged.
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 SUPERSEDED_TAG = "chartrl.superseded"
 SUPERSEDED_BY_TAG = "chartrl.superseded_by"
+DESCRIPTION_TAG = "mlflow.note.content"
+"""MLflow's run description (shown on the run's page)."""
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
 
@@ -60,6 +66,11 @@ def refuse_secrets(values: Mapping[str, str]) -> None:
                     f"refusing to log '{key}' to MLflow: it contains the value of the environment variable {name}. "
                     "Config should name the variable holding a secret, never hold the secret itself."
                 )
+
+
+def shown_uri(tracking_uri: str) -> str:
+    """A tracking URI fit for a message: any ``user:password@`` in it replaced by ``***@``."""
+    return re.sub(r"(?<=://)[^/@]+@", "***@", tracking_uri)
 
 
 def artifact_root(tracking_uri: str) -> str | None:
@@ -144,9 +155,38 @@ def find_runs(client, experiment: str, run_name: str, include_superseded: bool =
     return [r for r in runs if r.data.tags.get(SUPERSEDED_TAG) != "true"]
 
 
-def train_run_tags(series, backend: str) -> dict[str, str]:
-    """The tags of a train series' run ``{series}/train``, whichever backend trains it."""
-    return {
+def _described(tags: dict[str, str], description: str | None) -> dict[str, str]:
+    if description:
+        tags[DESCRIPTION_TAG] = description
+    return tags
+
+
+def _nested(tags: dict[str, str], parent: str | None) -> dict[str, str]:
+    if parent:
+        tags["mlflow.parentRunId"] = parent  # nests the run under the train series' run in the MLflow UI
+    return tags
+
+
+def train_run_name(series_id: str, seed: int | None = None) -> str:
+    """``{series}/train`` for the main run, ``{series}/train/seed{N}`` for an extra seed's."""
+    return f"{series_id}/train" + (f"/seed{seed}" if seed is not None else "")
+
+
+def test_run_name(series_id: str, seed: int | None = None, tools: str | None = None) -> str:
+    """``{series}/test`` (per-type test accuracy of a train series' last checkpoint), ``/seed{N}`` for an extra
+    seed's, ``/tools_{on|off}`` when the tool setting is forced (the warm-started model)."""
+    name = f"{series_id}/test"
+    if seed is not None:
+        name += f"/seed{seed}"
+    if tools is not None:
+        name += f"/tools_{tools}"
+    return name
+
+
+def train_run_tags(series, backend: str, seed: int | None = None) -> dict[str, str]:
+    """The tags of a train series' run ``{series}/train``, whichever backend trains it (``seed``: its train
+    seed)."""
+    tags = {
         "series": series.id,
         "generation": series.generation,
         "stage": "train",
@@ -155,6 +195,9 @@ def train_run_tags(series, backend: str) -> dict[str, str]:
         "tools": str(series.tools).lower(),
         "backend": backend,
     }
+    if seed is not None:
+        tags["seed"] = str(seed)
+    return _described(tags, series.description)
 
 
 def eval_run_tags(series: Mapping[str, Any], stage: str, parent: str | None, backend: str) -> dict[str, str]:
@@ -168,9 +211,17 @@ def eval_run_tags(series: Mapping[str, Any], stage: str, parent: str | None, bac
         "checkpoint": str(series.get("checkpoint", "last")),
         "backend": backend,
     }
-    if parent:
-        tags["mlflow.parentRunId"] = parent  # nests the run under the train series' run in the MLflow UI
-    return tags
+    return _nested(_described(tags, series.get("description")), parent)
+
+
+def test_run_tags(series: Mapping[str, Any], with_tools: bool, parent: str | None, seed: int | None) -> dict[str, str]:
+    """The tags of a test-accuracy run (``{series}/test``), nested under the train run it read."""
+    tags = {"series": series["id"], "stage": "test", "tools": str(with_tools).lower(), "backend": "local"}
+    if series.get("generation"):
+        tags["generation"] = str(series["generation"])
+    if seed is not None:
+        tags["seed"] = str(seed)
+    return _nested(_described(tags, series.get("description")), parent)
 
 
 def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> StageRun:
@@ -182,7 +233,9 @@ def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], 
     client = _client(settings)
     exp = experiment_id(client, settings)
     older = find_runs(client, exp, run_name)
-    run = client.create_run(exp, run_name=run_name, tags=str_tags)
+    # Tagged current from the start: a filter on tags.chartrl.superseded = 'false' then finds it (MLflow's search
+    # cannot select runs that lack a tag).
+    run = client.create_run(exp, run_name=run_name, tags={**str_tags, SUPERSEDED_TAG: "false"})
     run_id = run.info.run_id
     for old in older:
         client.set_tag(old.info.run_id, SUPERSEDED_TAG, "true")

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from composed import compose_verl
 
-from chartrl.verl_backend.checks import batch_problems, dataset_problems
+from chartrl.verl_backend.checks import batch_problems, dataset_problems, gpu_limit_problem
 from chartrl.verl_backend.overrides import train_overrides
 
 CASES = [
@@ -94,3 +94,23 @@ def test_the_config_loader_refuses_bad_batches_for_the_verl_backend(tmp_path):
 def test_dataset_sizes(train, val, batch, problem):
     found = dataset_problems(train, val, batch)
     assert (found == []) if problem is None else any(problem in p for p in found)
+
+
+@pytest.mark.parametrize(
+    "limit, shape, wrong",
+    [
+        (8, (1, 8), None),  # the README's single node: one verl job at a time
+        (16, (1, 8), None),  # room for two
+        (16, (2, 8), None),
+        (0, (1, 8), "--resources gpu=0"),  # the default profile's limit: Snakemake would cap the jobs' gpu at 0
+        (None, (1, 8), "no --resources gpu limit"),  # no limit at all: nothing queues
+        (8, (2, 8), "takes 16 GPUs (verl.nnodes 2 x verl.n_gpus_per_node 8)"),
+    ],
+)
+def test_the_gpu_limit_must_hold_one_verl_job(gpu_config, limit, shape, wrong):
+    verl = dataclasses.replace(gpu_config.verl, nnodes=shape[0], n_gpus_per_node=shape[1])
+    problem = gpu_limit_problem(limit, verl)
+    if wrong is None:
+        assert problem is None
+    else:
+        assert wrong in problem and f"pass --resources gpu={shape[0] * shape[1]}" in problem

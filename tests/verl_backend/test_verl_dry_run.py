@@ -16,30 +16,63 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def printed(tmp_path_factory):
-    """(kind, series) -> the command the GPU dry run prints, split into words."""
-    workdir = tmp_path_factory.mktemp("dry")
+README_GPU_LIMIT = "--resources gpu=8"  # the README's single-node command: one 8-GPU verl job at a time
+
+
+def gpu_workflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """The workflow on config/gpu.yaml with the default workflow profile, in ``workdir``."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    result = subprocess.run(
+    return subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), "-n", "-p", "--configfile",
-         str(REPO / "config/gpu.yaml")],
+         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), *args,
+         f"--configfile={REPO / 'config/gpu.yaml'}"],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """(kind, series) -> (the command the GPU dry run prints, split into words; the job's resources)."""
+    result = gpu_workflow(tmp_path_factory.mktemp("dry"), "-n", "-p", *README_GPU_LIMIT.split())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    found = {}
+    found, resources = {}, {}
     patterns = {
         "train": r"chartrl verl train .*--out results/runs/(e\d+) ",
         "generate": r"chartrl verl generate .*--out results/eval/(e\d+)/generations",
         "score": r"chartrl score .*--out results/eval/(e\d+)/scores_",
     }
     for line in result.stdout.splitlines():
+        if line.strip().startswith("resources:"):  # printed in each job's block, before its shell command
+            resources = dict(item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))
         for kind, pattern in patterns.items():
             match = re.search(pattern, line)
             if match:
-                found[kind, match.group(1)] = shlex.split(line.split("Shell command: ", 1)[-1])
+                found[kind, match.group(1)] = (shlex.split(line.split("Shell command: ", 1)[-1]), resources)
     return found
+
+
+@pytest.fixture(scope="module")
+def printed(dry_run):
+    """(kind, series) -> the command the GPU dry run prints, split into words."""
+    return {key: words for key, (words, _) in dry_run.items()}
+
+
+def test_every_verl_job_holds_the_gpus_verl_is_given(dry_run):
+    """Each verl train and generate job declares gpu = verl.nnodes x verl.n_gpus_per_node (1 x 8 in gpu.yaml), so
+    with the README's --resources gpu=8 Snakemake runs them one after another; the other jobs hold none."""
+    verl_jobs = {key: res for key, (_, res) in dry_run.items() if key[0] in ("train", "generate")}
+    assert len(verl_jobs) == 12  # 8 train series, 4 generated checkpoints
+    assert {key: res.get("gpu") for key, res in verl_jobs.items()} == {key: "8" for key in verl_jobs}
+    assert all("gpu" not in res for (kind, _), (_, res) in dry_run.items() if kind == "score")
+
+
+def test_a_run_without_a_gpu_limit_is_refused_before_anything_starts(tmp_path):
+    """The default profile's gpu: 0 caps every job's gpu at 0 (Snakemake constrains, never refuses), which would
+    start all verl jobs together; the run stops at its start instead, saying what to pass."""
+    result = gpu_workflow(tmp_path, "--cores", "1", "--until", "train")
+    assert result.returncode != 0
+    assert "--resources gpu=0" in result.stderr and "pass --resources gpu=8" in result.stderr
+    assert not (tmp_path / "results").exists()  # no job ran, no Ray head started
 
 
 @pytest.fixture(scope="module")

@@ -85,6 +85,31 @@ def test_a_failing_verl_fails_the_job_and_its_run(job, tmp_path, monkeypatch):
     assert not (tmp_path / "results/runs/e10/run.json").exists()
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_verl_training_without_mlflow_fails_the_job_naming_the_store_and_run(job, tmp_path, monkeypatch):
+    """verl's logger cannot open the store, warns, trains on without MLflow and exits 0 (the stand-in runs verl's
+    own Tracking against a store it cannot open): the job fails instead of succeeding with no metrics."""
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("STANDIN_MLFLOW_URI", f"sqlite:///{tmp_path}/no-such-folder/mlflow.db")
+    with pytest.raises(VerlJobError) as raised:
+        run_train_job(job, entry=STANDIN)
+    run_id = json.loads((tmp_path / "results/runs/e10/verl/job.json").read_text())["mlflow_run_id"]
+    message = str(raised.value)
+    assert f"no training step reached MLflow run {run_id} at sqlite:///{tmp_path}/results/mlflow.db" in message
+    assert (tmp_path / "results/runs/e10/checkpoints/global_step_2").is_dir()  # verl itself had succeeded
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    assert client.get_run(run_id).info.status == "FAILED"
+    assert not (tmp_path / "results/runs/e10/run.json").exists()
+
+
+def test_a_tracking_uri_is_shown_without_its_credentials():
+    from chartrl.tracking import shown_uri
+
+    assert shown_uri("https://user:s3cret@mlflow.example.org/") == "https://***@mlflow.example.org/"
+    assert shown_uri("sqlite:////abs/results/mlflow.db") == "sqlite:////abs/results/mlflow.db"
+
+
 def test_overrides_that_do_not_read_the_jobs_files_are_refused(job):
     from chartrl.errors import UsageError
 

@@ -4,6 +4,7 @@ what ``main_ppo`` does before it needs a GPU."""
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import pytest
@@ -153,6 +154,56 @@ def test_lora_and_extra_overrides(gpu_config):
     paths = {"model_dir": "/m", "data_file": "/t.parquet", "dump_dir": "/d"}
     generation = compose_verl(generation_overrides(config, "e4", **paths))
     assert generation.actor_rollout_ref.model.lora_adapter_path == "/m/lora_adapter"  # what verl's merger writes
+
+
+@pytest.mark.parametrize("sid", ["e10", "e13"])  # a training and a generation job
+def test_attention_is_sdpa_without_padding_removal_in_every_job(composed, sid):
+    model = composed[sid].actor_rollout_ref.model
+    assert model.override_config.attn_implementation == "sdpa"
+    assert model.use_remove_padding is False  # verl's Qwen2.5-VL remove-padding attention calls flash-attn
+
+
+def _attention_config(gpu_config, model_dir, implementation):
+    """The generation job of e13 on ``model_dir`` with ``verl.attn_implementation`` = ``implementation``, composed
+    and validated as main_ppo does."""
+    import dataclasses
+
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config = dataclasses.replace(
+        gpu_config, verl=dataclasses.replace(gpu_config.verl, attn_implementation=implementation)
+    )
+    paths = {"model_dir": model_dir, "data_file": "/t.parquet", "dump_dir": "/d"}
+    composed = compose_verl(generation_overrides(config, "e13", **paths))
+    validate_config(composed, use_reference_policy=need_reference_policy(composed), use_critic=need_critic(composed))
+    return composed
+
+
+@pytest.mark.filterwarnings("ignore:Disabled critic")
+def test_verl_builds_the_policy_with_the_chosen_attention(gpu_config, tiny_model_dir):
+    """verl's own HFModelConfig (what its FSDP engine builds the model from) carries sdpa into the Hugging Face
+    config, and the model loads; verl's default, flash_attention_2, cannot load here (no flash-attn, as on the
+    cluster's envs/gpu.yaml)."""
+    import torch
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.model import get_hf_auto_model_class
+
+    def build(implementation):
+        composed = _attention_config(gpu_config, tiny_model_dir, implementation)
+        model_config = omega_conf_to_dataclass(composed.actor_rollout_ref.model)
+        auto_class = get_hf_auto_model_class(hf_config=model_config.hf_config)
+        module = auto_class.from_pretrained(
+            model_config.local_path, config=model_config.hf_config, torch_dtype=torch.float32
+        )
+        return model_config, module
+
+    model_config, module = build("sdpa")
+    assert model_config.use_remove_padding is False
+    assert model_config.hf_config._attn_implementation == "sdpa" == module.config._attn_implementation
+    if importlib.util.find_spec("flash_attn") is None:  # verl's default fails here, as it did on the cluster
+        with pytest.raises(ImportError, match="(?i)flash"):
+            build("flash_attention_2")
 
 
 def test_generation_jobs_validate_once_on_the_test_split(composed):

@@ -1,5 +1,5 @@
-"""Stands in for ``python -m verl.trainer.main_ppo`` in tests: verl's trainer cannot run on the CPU
-(../shared/facts.md: no CPU platform, vLLM/SGLang rollouts). Up to the GPU work it does what ``chartrl verl train``
+"""Stands in for ``python -m verl.trainer.main_ppo`` in tests: verl's trainer cannot run on the CPU (its workers
+need a GPU platform, its rollouts vLLM or SGLang). Up to the GPU work it does what ``chartrl verl train``
 relies on verl for, with verl's own code: it composes the overrides it is given (Hydra, as main_ppo), validates
 them (``validate_config``), logs two steps and a validation through verl's own ``Tracking`` logger (MLflow,
 attached to the run named in the Ray runtime env, as verl's actors see it), and saves a checkpoint in
@@ -7,7 +7,9 @@ attached to the run named in the Ray runtime env, as verl's actors see it), and 
 with verl's ``RLHFDataset`` and the model's processor, and writes the generation dump with verl's own writer
 (``_write_generations``) and our generation reward; the responses are canned, not generated (the first sample
 of each question masks to its asked label and answers right, the others answer "0"): a stand-in has no policy.
-``STANDIN_EXIT=N`` makes it fail with N."""
+``STANDIN_EXIT=N`` makes it fail with N. ``STANDIN_MLFLOW_URI=URI`` points verl's MLflow logger at another store
+(one it cannot open): verl then logs a warning, trains on without MLflow and exits 0, as it does on a cluster whose
+workers cannot reach the tracking server."""
 
 from __future__ import annotations
 
@@ -37,6 +39,11 @@ def main(argv: list[str]) -> int:
     env = config.ray_kwargs.ray_init.runtime_env.env_vars  # what verl's Ray actors get
     assert env.MLFLOW_RUN_ID == os.environ["MLFLOW_RUN_ID"], "the run in the runtime env is not the job's"
     os.environ.update(MLFLOW_TRACKING_URI=env.MLFLOW_TRACKING_URI, MLFLOW_RUN_ID=env.MLFLOW_RUN_ID)
+    if os.environ.get("STANDIN_MLFLOW_URI"):
+        import verl.utils.tracking
+
+        verl.utils.tracking.MLFLOW_SLEEP_SECONDS = 0  # verl retries 3 times, 5 s apart: the same path, faster
+        os.environ["MLFLOW_TRACKING_URI"] = os.environ["STANDIN_MLFLOW_URI"]
     for key in ("train_files", "val_files"):
         assert Path(config.data[key]).is_file(), f"data.{key} was not written"
     tracking = Tracking(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_test_accuracy(args: argparse.Namespace) -> int:
     """A train series' last checkpoint (``--run``) or a model folder (``--model``, the warm-started base) on the
-    test split: accuracy per question type next to the shuffled-image control (chartrl.evaluate.test_accuracy)."""
+    test split: accuracy per question type next to the shuffled-image control (chartrl.evaluate.test_accuracy).
+
+    The numbers are also logged as metrics on the run ``{series}/test`` (``/seed{N}`` for an extra seed,
+    ``/tools_{on|off}`` when ``--tools`` forces the setting), nested under the train run it read. A run of its
+    own rather than metrics added to the train run: it is a later stage with its own inputs (the test split,
+    evaluate settings), rerun on its own, and a rerun supersedes its run instead of appending a second value to
+    the train run's metric history."""
     import torch
 
+    from chartrl import tracking
     from chartrl.data.contract import read_split
     from chartrl.evaluate.checkpoints import resolve_checkpoint
     from chartrl.evaluate.test_accuracy import test_accuracy
@@ -110,7 +118,36 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         temperature=rollout.temperature,
     )
     write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    series = spec["series"]
+    name = tracking.test_run_name(series["id"], args.extra_seed, args.tools)
+    tags = tracking.test_run_tags(series, with_tools, _parent(args.run), args.extra_seed)
+    with tracking.stage_run(settings, name, tags, spec) as run:
+        run.log_metrics(test_accuracy_metrics(result))
+        run.log_artifact(args.out)
     return 0
+
+
+METRIC_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /:]")
+"""What MLflow refuses in a metric key (question types come from the data)."""
+
+
+def test_accuracy_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """``{condition}/accuracy``, ``{condition}/accuracy_{question type}``, ``{condition}/n`` and the format,
+    tool-call and correct-label rates, for each condition (test, test_shuffled_images, test_sampled)."""
+    from chartrl.evaluate.test_accuracy import CONDITIONS
+
+    metrics: dict[str, float] = {}
+    for condition in CONDITIONS:
+        summary = result.get(condition)
+        if summary is None:
+            continue
+        for key in ("accuracy", "n", "format_rate", "tool_call_rate", "correct_label_share"):
+            if summary.get(key) is not None:
+                metrics[f"{condition}/{key}"] = summary[key]
+        for question_type, value in summary["accuracy_by_question_type"].items():
+            metrics[f"{condition}/accuracy_{METRIC_KEY_UNSAFE.sub('_', question_type)}"] = value
+    return metrics
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -197,6 +234,9 @@ def register(stages: argparse._SubParsersAction) -> None:
     test.add_argument("--tools", choices=["on", "off"], default=None, help="overrides the series' tools setting")
     test.add_argument("--data", required=True, help="the test split parquet")
     test.add_argument("--out", required=True, help="test_accuracy.json")
+    test.add_argument(
+        "--extra-seed", type=int, default=None, help="the run read is an extra seed's: MLflow run {series}/test/seed{N}"
+    )
     test.set_defaults(func=cmd_test_accuracy)
 
     score = stages.add_parser("score", parents=[common], help="score generations with one scorer")

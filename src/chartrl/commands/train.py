@@ -72,6 +72,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     spec = train_spec(args.spec)
     train = train_config(spec["train"])
     series = series_from(spec["series"], train.dataset)
+    if args.extra_seed is not None and args.extra_seed != train.seed:
+        raise UsageError(
+            f"--extra-seed {args.extra_seed} is not the spec's train.seed ({train.seed}); the seeds rule writes both"
+        )
     torch.set_num_threads(train.threads)
     job = TrainJob(
         series=series,
@@ -84,6 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir=Path(args.out),
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         base_model=str(args.model),
+        extra_seed=args.extra_seed is not None,
     )
     policy = load_policy(args.model, train=True)
     if train.lora.enabled:
@@ -115,4 +120,10 @@ def register(stages: argparse._SubParsersAction) -> None:
     train.add_argument("--out", required=True, help="results/runs/{series}: checkpoints, metrics.jsonl, run.json")
     train.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
     train.add_argument("--experiment", default="chartrl")
+    train.add_argument(
+        "--extra-seed",
+        type=int,
+        default=None,
+        help="this is an extra seed's run (extra_seeds; the spec's train.seed): MLflow run {series}/train/seed{N}",
+    )
     train.set_defaults(func=cmd_train)

@@ -64,6 +64,14 @@ class TrainJob:
     base_model: str
     keep_steps: tuple[int, ...] = ()
     """Checkpoint steps an eval series names: never pruned."""
+    extra_seed: bool = False
+    """An extra seed's run (``extra_seeds``): its MLflow run is ``{series}/train/seed{N}``, beside the main run."""
+
+    @property
+    def run_name(self) -> str:
+        from chartrl.tracking import train_run_name
+
+        return train_run_name(self.series.id, self.train.seed if self.extra_seed else None)
 
     @property
     def digest(self) -> str:
@@ -404,8 +412,8 @@ class Trainer:
 
             shutil.rmtree(job.run_dir / "checkpoints")
         (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
-        tags = tracking.train_run_tags(job.series, backend="local")
-        return 0, tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
+        tags = tracking.train_run_tags(job.series, backend="local", seed=job.train.seed)
+        return 0, tracking.start_run(job.mlflow, job.run_name, tags, job.spec)
 
     def _resume(self, step: int, path: Path):
         import torch

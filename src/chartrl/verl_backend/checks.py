@@ -97,3 +97,19 @@ def _gcd(a: int, b: int) -> int:
 def _divisors_near(number: int, near: int) -> str:
     divisors = [d for d in range(1, number + 1) if number % d == 0]
     return ", ".join(str(d) for d in sorted(divisors, key=lambda d: (abs(d - near), d))[:3])
+
+
+def gpu_limit_problem(limit: int | None, verl: VerlConfig) -> str | None:
+    """Whether Snakemake's ``gpu`` limit (``--resources gpu=N``) queues verl jobs, each of which takes the whole
+    shape verl is given. Snakemake caps a job's resource at the global limit instead of refusing the job
+    (``snakemake/resources.py``, ``Resource.constrain``), so with the default profile's ``gpu: 0`` every verl job
+    would run at once; verl checks its GPUs once at start and fails when another job's workers hold them."""
+    gpus = verl.n_gpus
+    if limit is not None and limit >= gpus:
+        return None
+    given = "no --resources gpu limit" if limit is None else f"--resources gpu={limit}"
+    return (
+        f"each verl train or generate job takes {gpus} GPUs (verl.nnodes {verl.nnodes} x verl.n_gpus_per_node "
+        f"{verl.n_gpus_per_node}), but this run has {given}, so Snakemake would start verl jobs together and they "
+        f"would fight over the GPUs; pass --resources gpu={gpus} (or the cluster's GPU count, to run several)"
+    )

@@ -28,6 +28,7 @@ from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfi
 from chartrl.errors import ChartrlError, UsageError
 from chartrl.files import write_json
 from chartrl.verl_backend.hydra import override_key
+from chartrl.verl_backend.metrics import PROGRESS_KEY
 from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_overrides
 
 log = logging.getLogger(__name__)
@@ -124,9 +125,9 @@ def start_tracking(job: VerlTrainJob):
         state = json.loads(state_file.read_text())
         if state.get("config_digest") == job.digest:
             log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
-            return tracking.resume_run(job.mlflow, state["mlflow_run_id"], "critic/score/mean")
-    tags = tracking.train_run_tags(job.series, backend="verl")
-    run = tracking.start_run(job.mlflow, f"{job.series.id}/train", tags, job.spec)
+            return tracking.resume_run(job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
+    tags = tracking.train_run_tags(job.series, backend="verl", seed=job.train.seed)
+    run = tracking.start_run(job.mlflow, tracking.train_run_name(job.series.id), tags, job.spec)
     write_json(state_file, {"config_digest": job.digest, "mlflow_run_id": run.run_id})
     return run
 
@@ -160,11 +161,23 @@ def run_verl(command: Sequence[str], env: Mapping[str, str]) -> int:
 
 
 def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
-    """metrics.jsonl from the MLflow run, run.json from the checkpoints verl saved."""
+    """metrics.jsonl from the MLflow run, run.json from the checkpoints verl saved. A run that holds no training
+    step fails the job: verl's MLflow logger, when it cannot reach the store, warns and trains on without it
+    (``verl/utils/tracking.py``), and the job would otherwise succeed with an empty metrics.jsonl."""
     from chartrl.verl_backend.checkpoints import select_checkpoint, verl_checkpoints
-    from chartrl.verl_backend.metrics import export_metrics, val_history
+    from chartrl.verl_backend.metrics import export_metrics, trained_steps, val_history
 
     lines = export_metrics(job.mlflow.tracking_uri, run_id, job.run_dir / "metrics.jsonl")
+    if not trained_steps(lines):
+        from chartrl.tracking import shown_uri
+
+        store = shown_uri(job.mlflow.tracking_uri)
+        raise VerlJobError(
+            f"verl finished but no training step reached MLflow run {run_id} at {store} (no "
+            f"'{PROGRESS_KEY}' logged): verl goes on without MLflow when its workers cannot reach the store (look "
+            "for 'MLflow initialization attempt' in the log above). Make the tracking URI reachable from every Ray "
+            "worker (a SQLite file on a filesystem all nodes see, or an MLflow server) and rerun"
+        )
     found = verl_checkpoints(job.files.checkpoints)
     if not found:
         raise VerlJobError(
@@ -222,6 +235,10 @@ def run_train_job(job: VerlTrainJob, entry: Sequence[str] = VERL_MAIN) -> dict[s
     if code != 0:
         run.finish("FAILED")
         raise VerlJobError(f"verl exited with code {code} for series {job.series.id}; see the log above")
-    summary = finish(job, run.run_id)
+    try:
+        summary = finish(job, run.run_id)
+    except BaseException:
+        run.finish("FAILED")
+        raise
     run.finish("FINISHED")
     return summary

@@ -22,7 +22,9 @@ from typing import Any
 
 from chartrl.files import write_atomically
 
-ALIASES = {"reward/overall": "critic/score/mean"}
+PROGRESS_KEY = "critic/score/mean"
+"""A metric verl logs at every training step (the mean sequence score)."""
+ALIASES = {"reward/overall": PROGRESS_KEY}
 VAL_ACCURACY = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/accuracy/mean(?:@|_at_)(?P<n>\d+)$")
 
 
@@ -66,3 +68,8 @@ def export_metrics(tracking_uri: str, run_id: str, out: str | Path) -> list[dict
 
 def val_history(lines: list[dict[str, Any]]) -> dict[int, float]:
     return {line["step"]: line["val/accuracy"] for line in lines if "val/accuracy" in line}
+
+
+def trained_steps(lines: list[dict[str, Any]]) -> list[int]:
+    """The training steps the exported history holds (validation-only steps are not training)."""
+    return [line["step"] for line in lines if PROGRESS_KEY in line]

@@ -5,7 +5,8 @@ step, lr, clip, KL, LoRA, n, temperature) are read by both; ``verl:`` adds the c
 What each group of overrides does, and why:
 
 - model and LoRA: ``actor_rollout_ref.model.*`` (LoRA rank/alpha/modules from ``train.lora``; vLLM then loads the
-  adapter's base weights from safetensors, as verl's LoRA recipe requires).
+  adapter's base weights from safetensors, as verl's LoRA recipe requires); the attention the GPU environment
+  has (``verl.attn_implementation``, :func:`attention_overrides`).
 - data: our contract converted to verl's RL dataset (``chartrl.verl_backend.data``), absolute paths, because
   verl's trainer and workers run as Ray actors whose working directory is not the job's.
 - rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: ``tool_agent`` with
@@ -213,11 +214,34 @@ def _algorithm_overrides(series: TrainSeries, config: Config, length: int) -> li
     return found
 
 
+FLASH_ATTENTION = "flash_attention_2"
+
+
+def attention_overrides(implementation: str) -> list[str]:
+    """The policy's attention (``verl.attn_implementation``) and the padding removal that must go with it.
+
+    verl 0.9.1 builds the actor's and reference's Hugging Face config with
+    ``attn_implementation=override_config.get("attn_implementation", "flash_attention_2")``
+    (``verl/workers/config/model.py``, ``HFModelConfig.__post_init__``), so without this override every FSDP
+    worker asks transformers for flash-attn, which ``requirements/gpu.lock`` (``verl[vllm]``) does not install.
+    ``sdpa`` is torch's own kernel. ``use_remove_padding`` (verl's default: true) must go off with it: for
+    Qwen2.5-VL it makes ``apply_monkey_patch`` (``verl/models/transformers/monkey_patch.py``) replace the
+    attention forward with ``qwen2_vl_attn_forward``, which calls flash-attn's varlen kernel whatever
+    ``attn_implementation`` says (``verl/models/transformers/qwen2_vl.py``). The padded path costs memory and
+    time on short sequences, not correctness."""
+    prefix = "actor_rollout_ref.model"
+    return [
+        override(f"{prefix}.override_config.attn_implementation", implementation, add=True),
+        override(f"{prefix}.use_remove_padding", implementation == FLASH_ATTENTION),
+    ]
+
+
 def _model_overrides(config: Config, workdir: Path, model: str | None = None) -> list[str]:
     prefix = "actor_rollout_ref.model"
     found = [
         override(f"{prefix}.path", model or model_path(config, workdir)),
         override(f"{prefix}.enable_gradient_checkpointing", config.verl.gradient_checkpointing),
+        *attention_overrides(config.verl.attn_implementation),
     ]
     lora = config.train.lora
     if lora.enabled:

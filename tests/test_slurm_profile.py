@@ -1,0 +1,113 @@
+"""The Slurm profile (workflow/profiles/slurm) as the locked snakemake-executor-plugin-slurm sees it: every job's
+resources, merged by Snakemake from the rules and the profile's set-resources, pass the plugin's own validation,
+and the verl jobs ask Slurm for their GPUs on one node through the plugin's GPU resources."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+class JobResources(dict):
+    """A job's resources as the plugin reads them (``job.resources.get(name)`` and ``job.resources.name``)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def parse_resources(line: str) -> JobResources:
+    """``resources: a=1, b=x`` as Snakemake prints it in a dry run (ints back to ints)."""
+    items = (item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))
+    return JobResources({key: int(value) if value.isdigit() else value for key, value in items})
+
+
+@pytest.fixture(scope="module")
+def slurm_jobs(tmp_path_factory):
+    """rule -> the resources of each of its jobs in a dry run of the real study through the Slurm profile."""
+    workdir = tmp_path_factory.mktemp("slurm")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(
+        [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--profile",
+         str(REPO / "workflow/profiles/slurm"), "--directory", str(workdir), "-n",
+         "--sdm", "env-modules",  # the profile's conda is not installed here; it changes no resource
+         f"--configfile={REPO / 'config/gpu.yaml'}"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    jobs: dict[str, list[JobResources]] = {}
+    rule = None
+    for line in result.stdout.splitlines():
+        if line.startswith("rule ") and line.endswith(":"):
+            rule = line[5:-1]
+        elif line.strip().startswith("resources:") and rule is not None:
+            jobs.setdefault(rule, []).append(parse_resources(line))
+    return jobs
+
+
+def submit_command(resources: JobResources) -> str:
+    """The sbatch line the plugin builds for a job with these resources (its own functions, in its order)."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    from snakemake_executor_plugin_slurm.validation import validate_slurm_extra
+
+    job = SimpleNamespace(resources=resources, threads=1)
+    validate_slurm_extra(job)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "account": "-A acct",
+              "partition": f"-p {resources['slurm_partition']}", "workdir": "/work"}  # fmt: skip
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+def test_every_job_passes_the_plugin_validation(slurm_jobs):
+    assert {"train", "generate", "score", "data_split"} <= set(slurm_jobs)
+    for jobs in slurm_jobs.values():
+        for resources in jobs:
+            submit_command(resources)  # raises the plugin's WorkflowError on a refused resource
+
+
+@pytest.mark.parametrize("rule", ["train", "generate"])
+def test_verl_jobs_ask_slurm_for_eight_gpus_on_one_node(slurm_jobs, rule):
+    for resources in slurm_jobs[rule]:
+        words = submit_command(resources).split()
+        assert "--gpus=8" in words and "--nodes=1" in words and "--cpus-per-task=32" in words
+        assert "-p" in words and words[words.index("-p") + 1] == "gpu"
+        assert not any(w.startswith("--gres") for w in words)
+
+
+def test_cpu_jobs_ask_for_no_gpu(slurm_jobs):
+    for resources in slurm_jobs["score"]:
+        assert "--gpus" not in submit_command(resources)
+
+
+def test_the_plugin_refuses_gres_in_slurm_extra(slurm_jobs):
+    """What the profile used to do: the plugin's validation refuses it, so the tests above can fail."""
+    from snakemake_interface_common.exceptions import WorkflowError
+
+    resources = JobResources(slurm_jobs["train"][0], slurm_extra="--gres=gpu:8")
+    with pytest.raises(WorkflowError, match="not allowed in the 'slurm_extra'"):
+        submit_command(resources)
+
+
+def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
+    """The Slurm jobs are submitted by the plugin in .venv (requirements/cpu.lock), the one these tests import.
+    requirements/gpu.lock pins an older one (2.6.1) that cannot be raised: every later version needs
+    numpy>=2.4.5, and vllm's mistral_common caps numpy below 2.4 on the GPU environment's Python 3.11."""
+    from importlib.metadata import version
+
+    pins = [
+        line.split("==", 1)[1]
+        for line in (REPO / "requirements" / "cpu.lock").read_text().splitlines()
+        if line.startswith("snakemake-executor-plugin-slurm==")
+    ]
+    assert pins == [version("snakemake-executor-plugin-slurm")]
