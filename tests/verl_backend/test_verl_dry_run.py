@@ -124,3 +124,23 @@ def test_e13_generates_with_verl_val_only_on_the_test_split(printed):
     assert values["trainer.validation_data_dir"].endswith("results/eval/e13/verl/dumps")
     assert values["actor_rollout_ref.model.path"].endswith("results/eval/e13/verl/model")
     assert values["actor_rollout_ref.rollout.multi_turn.tool_config_path"].endswith("results/runs/e10/verl/tools.yaml")
+
+
+def _spec(words):
+    import json
+
+    return json.loads(words[words.index("--spec") + 1])
+
+
+def test_tool_series_offer_the_six_refocus_tools_with_the_full_prompt(commands):
+    for series in ("e1", "e2", "e6", "e10", "e12"):
+        spec = _spec(commands[series])
+        assert len(spec["tools"]["names"]) == 6 and all(n.startswith("focus_on_") for n in spec["tools"]["names"])
+        assert spec["prompts"] == {"list_labels": True, "no_tool_template": "no_tool", "tool_template": "tool_use"}
+
+
+def test_eval_series_generate_at_the_studys_steps_and_their_train_series_keep_them(printed, commands):
+    steps = {s: _spec(printed["generate", s])["series"]["checkpoint"] for s in ("e4", "e5", "e8", "e13")}
+    assert steps == {"e4": 65, "e5": 215, "e8": 80, "e13": 215}
+    kept = {s: _spec(commands[s]).get("keep_steps") for s in ("e1", "e2", "e6", "e10", "e3")}
+    assert kept == {"e1": [65], "e2": [215], "e6": [80], "e10": [215], "e3": None}
