@@ -102,3 +102,13 @@ def test_overrides_that_do_not_read_the_jobs_files_are_refused(job):
     other = dataclasses.replace(job, overrides=[o.replace("/e10/", "/e11/") for o in job.overrides])
     with pytest.raises(UsageError, match="do not point at this job's files"):
         run_train_job(other, entry=STANDIN)
+
+
+def test_the_test_seam_replaces_verls_entry_only_when_set(monkeypatch, caplog):
+    from chartrl.verl_backend.job import ENTRY_VARIABLE, VERL_MAIN, verl_entry
+
+    monkeypatch.delenv(ENTRY_VARIABLE, raising=False)
+    assert verl_entry() == VERL_MAIN
+    monkeypatch.setenv(ENTRY_VARIABLE, "/usr/bin/python3 '/tmp/a stand-in.py'")
+    assert verl_entry() == ("/usr/bin/python3", "/tmp/a stand-in.py")
+    assert "instead of verl.trainer.main_ppo" in caplog.text

@@ -132,10 +132,17 @@ def step_metrics(scores, lengths, turns, groups, width: int, prompt: int = 8) ->
             "token_level_rewards": token_scores,
             "advantages": advantages,
             "returns": returns,
-            "prompts": torch.zeros(size, prompt, dtype=torch.long),
+            "prompts": torch.zeros(size, 2 * prompt, dtype=torch.long),  # left-padded to twice the prompt
             "responses": torch.zeros(size, width, dtype=torch.long),
             "response_mask": response_mask,
-            "attention_mask": torch.cat([torch.ones(size, prompt, dtype=torch.long), response_mask], dim=1),
+            "attention_mask": torch.cat(
+                [
+                    torch.zeros(size, prompt, dtype=torch.long),
+                    torch.ones(size, prompt, dtype=torch.long),
+                    response_mask,
+                ],
+                dim=1,
+            ),
             "prompt_length": torch.full((size,), float(prompt)),
             "response_length": torch.tensor(lengths, dtype=torch.float),
         },
