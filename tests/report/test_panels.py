@@ -56,6 +56,7 @@ def test_a_missing_reason_or_a_false_claim_is_caught(empty_report, tmp_path):
 
 
 def test_has_data_reads_paths_into_metrics():
-    metrics = {"training": {"e1": {"curves": {"val/accuracy": [[0, 0.5]], "reward/overall": []}}}}
+    metrics = {"training": {"e1": {"curves": {"val/accuracy": [[0, 0.5]], "reward/overall": []}}}, "seeds": {1: 0.5}}
     assert has_data(metrics, [["training", "e1", "curves", "val/accuracy"]])
+    assert has_data(metrics, [["seeds", "1"]])  # integer keys, as collected, read as metrics.json writes them
     assert not has_data(metrics, [["training", "e1", "curves", "reward/overall"], ["training", "e2"]])

@@ -81,6 +81,10 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     assert run.info.run_name == "e10/train" and run.info.status == "FINISHED"
     assert run.data.tags["backend"] == "verl" and run.data.params["series.algorithm"] == "drgrpo"
     assert run.data.params["algorithm/norm_adv_by_std_in_grpo"] == "False"  # verl logged its config there too
+    # the local trainer's names are logged into the run as well, at their steps, so MLflow says what the report says
+    assert run.data.metrics["reward/overall"] == lines[2]["reward/overall"]
+    history = client.get_metric_history(run.info.run_id, "val/tool_call_ratio")
+    assert sorted((m.step, m.value) for m in history) == [(s, lines[s]["val/tool_call_ratio"]) for s in (0, 2)]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["overrides.txt"]
 
 

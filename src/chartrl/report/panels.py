@@ -57,9 +57,10 @@ VERL_REASONS = {
 def _get(metrics: Mapping[str, Any], path: Sequence[str]) -> Any:
     node: Any = metrics
     for part in path:
-        if not isinstance(node, Mapping) or part not in node:
+        if not isinstance(node, Mapping):
             return None
-        node = node[part]
+        # keys compared as text: metrics.json turns the integer keys of the collected metrics (seeds) into strings
+        node = next((value for key, value in node.items() if str(key) == str(part)), None)
     return node
 
 

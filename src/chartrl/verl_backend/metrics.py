@@ -109,11 +109,26 @@ def with_aliases(metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def export_metrics(tracking_uri: str, run_id: str, out: str | Path) -> list[dict[str, Any]]:
-    """Write the run's history to ``out`` (JSON lines ``{"step": N, key: value, ...}``); returns the lines."""
+    """Write the run's history to ``out`` (JSON lines ``{"step": N, key: value, ...}``) and log the keys
+    :func:`with_aliases` added into the run itself, at their steps, so MLflow shows a verl run under the local
+    trainer's names too (a rerun finds them there and logs nothing twice); returns the lines."""
+    import time
+
+    from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    history = run_history(MlflowClient(tracking_uri=tracking_uri), run_id)
+    client = MlflowClient(tracking_uri=tracking_uri)
+    history = run_history(client, run_id)
     lines = [{"step": step, **dict(sorted(with_aliases(metrics).items()))} for step, metrics in history.items()]
+    now = int(time.time() * 1000)
+    added = [
+        Metric(key, value, now, line["step"])
+        for line, metrics in zip(lines, history.values(), strict=True)
+        for key, value in line.items()
+        if key != "step" and key not in metrics
+    ]
+    for start in range(0, len(added), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=added[start : start + 1000])
     text = "".join(json.dumps(line) + "\n" for line in lines)
     write_atomically(out, lambda tmp: tmp.write_text(text))
     return lines
