@@ -181,6 +181,8 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         )
         if missing:
             note += "; " + _no_generations_reason(config, missing)
+        if config.model.path is None:
+            note += "; the warm-started start is not tested on the verl backend (the local rollout tests it)"
     out.append(
         _panel(
             metrics,
