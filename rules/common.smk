@@ -242,6 +242,8 @@ def report_inputs(wildcards):
     inputs += ["results/models/base"] if CFG.model.path is None else []
     inputs += [f"results/runs/{series}/metrics.jsonl" for series in TRAIN_SERIES]
     inputs += [f"results/eval/{series}/generations.parquet" for series in GENERATING_SERIES]
+    if CFG.backend == "verl":  # per-type test accuracy is read from the generations and the split's question types
+        inputs.append(TEST_DATA)
     return inputs + eval_targets()
 
 

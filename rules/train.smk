@@ -8,6 +8,7 @@ if CFG.backend == "verl":
 
     rule train:
         input:
+            model=policy_model,  # the warm-started model verl starts from when model.path is unset
             train=lambda wildcards: series_split(wildcards.series, "train"),
             val=lambda wildcards: series_split(wildcards.series, "val"),
             code=TRAIN_CODE,

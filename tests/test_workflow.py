@@ -301,3 +301,13 @@ def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
     image = Image.open(shot).convert("L")
     assert image.getextrema()[0] < 100  # dark pixels: text and plot lines drawn, not a blank page
+
+
+def test_smoke_report_has_every_panel_filled_or_explained(smoke_run):
+    from chartrl.report.panels import panel_problems
+
+    assert panel_problems(smoke_run / "results/report") == []
+    metrics = json.loads((smoke_run / "results/report/metrics.json").read_text())
+    panels = {p["id"]: p for p in metrics["panels"]}
+    # the local backend runs every control: only the seed spread (one seed in the smoke config) is absent
+    assert [pid for pid, p in panels.items() if not p["filled"]] == ["seed_spread"]

@@ -60,3 +60,40 @@ def test_greedy_shuffled_and_sampled_conditions(warm_model_dir, synth_rows, defa
     assert first["test_sampled"]["items"] == second["test_sampled"]["items"]  # seeded
     greedy_episodes = first["test"]["protocol"]
     assert greedy_episodes and first["test_sampled"]["protocol"] != greedy_episodes
+
+
+def test_generations_in_the_contract_read_as_the_local_rollouts_are():
+    """What the report reads on the verl backend: a question's first sample in the generations contract."""
+    import json
+    from types import SimpleNamespace
+
+    from chartrl.evaluate.test_accuracy import generation_test_records
+
+    def call(labels):
+        arguments = {"x_values": labels}  # a calling turn's text, as the contract's tool_calls hold them
+        return (
+            f"<tool_call>\n{json.dumps({'name': 'focus_on_x_values_with_mask', 'arguments': arguments})}\n</tool_call>"
+        )
+
+    rows = [
+        SimpleNamespace(id="a", answer="4", extra={"question_type": "value", "about": ["2019"]}),
+        SimpleNamespace(id="b", answer="7", extra={"question_type": "count"}),
+    ]
+    generations = [
+        # question a: sample 1 (ignored) listed first; sample 0 called, the call kept the asked label, right
+        {"id": "a", "sample": 1, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
+         "answer": "0", "final_response": "<answer>0</answer>"},
+        {"id": "a", "sample": 0, "tool_calls": json.dumps([call(["2020"]), call(["2019"])]),
+         "tool_error_kinds": json.dumps(["label_not_on_chart", ""]), "tool_called": True,
+         "answer": "4", "final_response": "<answer>4</answer>"},
+        # question b: no answer tag
+        {"id": "b", "sample": 0, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
+         "answer": None, "final_response": "seven"},
+    ]  # fmt: skip
+    records = {r["id"]: r for r in generation_test_records(generations, rows)}
+    assert records["a"] == {
+        "id": "a", "question_type": "value", "score": 1.0, "well_formed": True, "tool_call": True,
+        "correct_label": True,  # the executed call's labels, not the refused one's
+    }  # fmt: skip
+    assert records["b"]["score"] == 0.0 and not records["b"]["well_formed"] and records["b"]["correct_label"] is None
+    assert summarise(list(records.values()))["accuracy_by_question_type"] == {"count": 0.0, "value": 1.0}

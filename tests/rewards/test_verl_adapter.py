@@ -68,7 +68,7 @@ def test_get_custom_reward_fn_loads_and_scores(name):
     fn = get_custom_reward_fn(verl_config(name, params))
     result = fn(data_source="chartqa_human", solution_str=solution, ground_truth=truth, extra_info=extra_info)
     assert result["score"] == pytest.approx(expected) == pytest.approx(result["overall"])
-    assert set(result) == {"score", *PARTS[name]}
+    assert set(result) == {"score", *PARTS[name], *verl_adapter.PROTOCOL_PARTS}
 
 
 def test_loads_from_the_file_path_too():
@@ -84,7 +84,40 @@ def test_the_adapter_scores_as_the_reward_does():
     params, solution, truth, extra_info, _ = SAMPLES["v2_shaped"]
     direct = get_reward("v2_shaped", params)([reward_input(solution, truth, "chartqa_human", extra_info)])[0]
     via_verl = verl_adapter.v2_shaped("chartqa_human", solution, truth, extra_info, params=params)
+    protocol = {k: via_verl.pop(k) for k in verl_adapter.PROTOCOL_PARTS}
     assert via_verl == {"score": direct["overall"], **direct}
+    assert protocol["protocol_well_formed"] == 1.0 and protocol["protocol_tool_call"] == 0.0  # no call in the text
+
+
+BBOXES = '{"x_values": {"2019": [0.1, 0.1, 0.4, 0.9], "2020": [0.5, 0.1, 0.9, 0.9]}, "y_values": {}}'
+CALL = '<tool_call>\n{{"name": "focus_on_x_values_with_mask", "arguments": {{"x_values": {labels}}}}}\n</tool_call>'
+TOOL_TURN = "\nuser\n<tool_response>\nMasked.\n</tool_response>\nassistant\n"
+
+
+@pytest.mark.parametrize(
+    "response, about, expected",
+    [
+        # a call keeping the asked label, then a well-formed answer
+        (CALL.format(labels='["2019"]') + TOOL_TURN + "<answer>4</answer>", ["2019"], (1, 1, 1, 1, 1)),
+        # the call keeps the other label: labelled, not correct
+        (CALL.format(labels='["2020"]') + TOOL_TURN + "<answer>4</answer>", ["2019"], (1, 1, 1, 1, 0)),
+        # a label the chart does not have: the call fails
+        (CALL.format(labels='["1999"]') + TOOL_TURN + "<answer>4</answer>", ["2019"], (1, 0, 1, 1, 0)),
+        # a question naming no label: the call is not a labelled one
+        (CALL.format(labels='["2019"]') + TOOL_TURN + "<answer>4</answer>", [], (1, 1, 1, 0, 0)),
+        # no call and no answer tag
+        ("4", ["2019"], (0, 0, 0, 0, 0)),
+    ],
+    ids=["asked-label", "other-label", "failed", "unlabelled", "no-call"],
+)
+def test_protocol_indicators_count_as_the_local_trainer_does(response, about, expected):
+    import json
+
+    extra = {"bboxes": BBOXES, "about": json.dumps(about)}
+    tools = ["focus_on_x_values_with_mask"]
+    result = verl_adapter.v1_rule("synthchart", response, "4", extra, tools=tools)
+    assert tuple(result[k] for k in verl_adapter.PROTOCOL_PARTS) == expected
+    assert result["score"] == result["overall"]  # the indicators are not part of the reward
 
 
 def test_unknown_names_and_bad_metadata_fail_loudly():

@@ -60,16 +60,31 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     assert json.loads((run_dir / "run.json").read_text()) == summary
     assert summary["backend"] == "verl" and summary["last_step"] == 2
     assert summary["checkpoints"]["last"].endswith("global_step_2/actor")
-    assert summary["best_val"] == {"step": 2, "accuracy": 0.5}
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2]
-    assert lines[2]["reward/overall"] == 0.75 and lines[2]["val/accuracy"] == 0.5  # the local trainer's names
-    assert lines[0]["val-aux/synthchart/accuracy/mean_at_1"] == 0.25  # verl's own, kept
+    # the stand-in's canned validation answers question i right when i % 4 <= step: 1/4 before training, 3/4 at 2
+    accuracy = [line.get("val/accuracy") for line in lines]
+    assert accuracy[0] == pytest.approx(0.25, abs=0.1) and accuracy[1] is None and accuracy[2] > accuracy[0]
+    assert summary["best_val"] == {"step": 2, "accuracy": accuracy[2]}
+    assert lines[0]["val-aux/synthchart/accuracy/mean_at_1"] == accuracy[0]  # verl's own name, kept
+    for line in lines[1:]:  # the local trainer's names, beside verl's
+        assert line["reward/overall"] == line["critic/score/mean"]
+        assert line["rollout/response_length"] == line["response_length/mean"] > 0
+    assert lines[2]["reward/overall"] > lines[1]["reward/overall"]  # more samples answer right at step 2
+    # validation: our reward's protocol indicators, translated (e10 is a tool series; right answers call a tool)
+    # (only right answers call, and only on charts with x labels; every call keeps labels the chart has)
+    assert 0 < lines[2]["val/tool_call_ratio"] <= accuracy[2] and lines[2]["val/tool_success"] == 1.0
+    assert lines[2]["val/format_rate"] == 1.0 and lines[2]["val/correct_label_ratio"] > 0
+    assert {"val_reward/accuracy", "val_reward/format"} <= set(lines[2])  # e10's v3_gra parts, at validation
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
     run = client.get_run(summary["mlflow_run_id"])
     assert run.info.run_name == "e10/train" and run.info.status == "FINISHED"
     assert run.data.tags["backend"] == "verl" and run.data.params["series.algorithm"] == "drgrpo"
     assert run.data.params["algorithm/norm_adv_by_std_in_grpo"] == "False"  # verl logged its config there too
+    # the local trainer's names are logged into the run as well, at their steps, so MLflow says what the report says
+    assert run.data.metrics["reward/overall"] == lines[2]["reward/overall"]
+    history = client.get_metric_history(run.info.run_id, "val/tool_call_ratio")
+    assert sorted((m.step, m.value) for m in history) == [(s, lines[s]["val/tool_call_ratio"]) for s in (0, 2)]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["overrides.txt"]
 
 
@@ -116,3 +131,13 @@ def test_overrides_that_do_not_read_the_jobs_files_are_refused(job):
     other = dataclasses.replace(job, overrides=[o.replace("/e10/", "/e11/") for o in job.overrides])
     with pytest.raises(UsageError, match="do not point at this job's files"):
         run_train_job(other, entry=STANDIN)
+
+
+def test_the_test_seam_replaces_verls_entry_only_when_set(monkeypatch, caplog):
+    from chartrl.verl_backend.job import ENTRY_VARIABLE, VERL_MAIN, verl_entry
+
+    monkeypatch.delenv(ENTRY_VARIABLE, raising=False)
+    assert verl_entry() == VERL_MAIN
+    monkeypatch.setenv(ENTRY_VARIABLE, "/usr/bin/python3 '/tmp/a stand-in.py'")
+    assert verl_entry() == ("/usr/bin/python3", "/tmp/a stand-in.py")
+    assert "instead of verl.trainer.main_ppo" in caplog.text

@@ -1,15 +1,24 @@
-"""Stands in for ``python -m verl.trainer.main_ppo`` in tests: verl's trainer cannot run on the CPU (its workers
-need a GPU platform, its rollouts vLLM or SGLang). Up to the GPU work it does what ``chartrl verl train``
-relies on verl for, with verl's own code: it composes the overrides it is given (Hydra, as main_ppo), validates
-them (``validate_config``), logs two steps and a validation through verl's own ``Tracking`` logger (MLflow,
-attached to the run named in the Ray runtime env, as verl's actors see it), and saves a checkpoint in
-``FSDPCheckpointManager``'s layout, with the starting model's weights. With ``trainer.val_only`` it loads the data
-with verl's ``RLHFDataset`` and the model's processor, and writes the generation dump with verl's own writer
-(``_write_generations``) and our generation reward; the responses are canned, not generated (the first sample
-of each question masks to its asked label and answers right, the others answer "0"): a stand-in has no policy.
-``STANDIN_EXIT=N`` makes it fail with N. ``STANDIN_MLFLOW_URI=URI`` points verl's MLflow logger at another store
-(one it cannot open): verl then logs a warning, trains on without MLflow and exits 0, as it does on a cluster whose
-workers cannot reach the tracking server."""
+"""Stands in for ``python -m verl.trainer.main_ppo`` in tests: verl's trainer cannot run on the CPU (verl 0.9.1 has
+no CPU platform and its rollouts need vLLM or SGLang). Up to the GPU work it does what ``chartrl verl train`` relies
+on verl for, with verl's own code: it composes the overrides it is given (Hydra, as main_ppo) and validates them
+(``validate_config``); it loads the train and validation data with verl's ``RLHFDataset`` and the model's
+processor, scores canned responses with our reward through verl's own loader (``get_custom_reward_fn``) and logs,
+through verl's own ``Tracking`` logger (MLflow, attached to the run named in the Ray runtime env, as verl's actors
+see it), the metric keys verl's v1 trainer logs: per step ``compute_data_metrics`` of a batch shaped as the trainer
+builds it (GRPO advantages from verl's ``core_algos``), and at validation (``val_before_train``, every
+``test_freq`` steps and the last step) ``_val_metrics_update`` of our reward's extra info. It runs two steps at
+most and saves a checkpoint in ``FSDPCheckpointManager``'s layout, with the starting model's weights. With
+``trainer.val_only`` it writes the generation dump with verl's own writer (``_write_generations``) and our
+generation reward.
+
+The responses are canned, not generated (a stand-in has no policy), and vary with the step so curves move: in
+training, sample ``j`` of a prompt answers right when ``j < step``; a tool series' sample 0 masks to the asked
+label, sample 1 to another label, the rest call nothing. At validation, question ``i`` is answered right (with a
+call keeping its label) when ``i % 4 <= step``. In a generation job the first sample of each question masks to
+its asked label and answers right, the others answer "0". ``STANDIN_EXIT=N`` makes it fail with N.
+``STANDIN_MLFLOW_URI=URI`` points verl's MLflow logger at another store (one it cannot open): verl then logs a
+warning, trains on without MLflow and exits 0, as it does on a cluster whose workers cannot reach the tracking
+server."""
 
 from __future__ import annotations
 
@@ -17,6 +26,9 @@ import json
 import os
 import sys
 from pathlib import Path
+
+STEPS = 2
+TOOL_TURN = "<tool_call>\n{call}\n</tool_call>\nuser\n<tool_response>\nMasked.\n</tool_response>\nassistant\n"
 
 
 def main(argv: list[str]) -> int:
@@ -52,12 +64,17 @@ def main(argv: list[str]) -> int:
         default_backend=list(config.trainer.logger),
         config=OmegaConf.to_container(config, resolve=False),
     )
-    tracking.log({"val-aux/synthchart/accuracy/mean@1": 0.25, "val-core/synthchart/reward/mean@1": 0.3}, step=0)
-    tracking.log({"critic/score/mean": 0.5, "actor/pg_loss": 0.1}, step=1)
-    tracking.log({"critic/score/mean": 0.75, "actor/pg_loss": 0.05}, step=2)
-    tracking.log({"val-aux/synthchart/accuracy/mean@1": 0.5, "val-core/synthchart/reward/mean@1": 0.6}, step=2)
+    data = Data(config)
+    steps = min(STEPS, config.trainer.total_training_steps)
+    if config.trainer.val_before_train:
+        tracking.log(data.validation(0), step=0)
+    for step in range(1, steps + 1):
+        metrics = data.training_step(step)
+        if config.trainer.test_freq > 0 and (step == steps or step % config.trainer.test_freq == 0):
+            metrics.update(data.validation(step))  # the trainer merges validation into the step's metrics
+        tracking.log(metrics, step=step)
     root = Path(config.trainer.default_local_dir)
-    actor = root / "global_step_2" / "actor"
+    actor = root / f"global_step_{steps}" / "actor"
     (actor / "huggingface").mkdir(parents=True, exist_ok=True)
     model = Path(config.actor_rollout_ref.model.path)
     from transformers import AutoModelForImageTextToText
@@ -68,35 +85,157 @@ def main(argv: list[str]) -> int:
     for item in model.iterdir():  # config, tokenizer and processor files, as verl saves them beside the shards
         if item.is_file() and item.suffix != ".safetensors":
             (actor / "huggingface" / item.name).write_bytes(item.read_bytes())
-    (root / "latest_checkpointed_iteration.txt").write_text("2")
+    (root / "latest_checkpointed_iteration.txt").write_text(str(steps))
     tracking.finish()
     print("stand-in: done", flush=True)
     return 0
 
 
+def load_dataset(config, files, processor, limit=None):
+    """verl's RLHFDataset over ``files``, as the trainer builds it (the overlong filter without workers)."""
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    data = OmegaConf.create(OmegaConf.to_container(config.data) | {"filter_overlong_prompts_workers": None})
+    return RLHFDataset(files, processor.tokenizer, data, processor=processor, max_samples=limit or -1)
+
+
+def asked_labels(extra) -> tuple[list[str], list[str]]:
+    """The labels a call keeps to answer the question (its ``about``, else the chart's first), and another."""
+    labels = sorted(json.loads(extra["bboxes"]).get("x_values", {}))
+    about = [label for label in json.loads(extra.get("about") or "[]") if label in labels] or labels[:1]
+    other = [label for label in labels if label not in about][:1]
+    return about, other
+
+
+def canned(item, *, labels: list[str] | None, right: bool) -> tuple[str, int]:
+    """A response (a call keeping ``labels`` when given and the agent offers tools, then an answer) and its number
+    of turns as verl's agent loops count them (user + assistant turns + 1)."""
+    truth = item["reward_model"]["ground_truth"]
+    call = ""
+    if item["agent_name"] == "tool_agent" and labels:
+        arguments = {"x_values": labels}
+        call = TOOL_TURN.format(call=json.dumps({"name": "focus_on_x_values_with_mask", "arguments": arguments}))
+    return call + f"<answer>{truth if right else '0'}</answer>", 4 if call else 2
+
+
+def step_metrics(scores, lengths, turns, groups, width: int, prompt: int = 8) -> dict[str, float]:
+    """verl's ``compute_data_metrics`` of a batch shaped as the v1 trainer builds it: each response's score on
+    its last token, GRPO advantages from verl's ``core_algos``, per-row lengths and turn counts."""
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+    from verl.trainer.ppo.metric_utils import compute_data_metrics
+
+    size = len(scores)
+    response_mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
+    token_scores = torch.zeros(size, width)
+    token_scores[torch.arange(size), torch.tensor(lengths) - 1] = torch.tensor(scores, dtype=torch.float)
+    advantages, returns = compute_grpo_outcome_advantage(token_scores, response_mask, np.array(groups))
+    batch = TensorDict(
+        {
+            "token_level_scores": token_scores,
+            "token_level_rewards": token_scores,
+            "advantages": advantages,
+            "returns": returns,
+            "prompts": torch.zeros(size, 2 * prompt, dtype=torch.long),  # left-padded to twice the prompt
+            "responses": torch.zeros(size, width, dtype=torch.long),
+            "response_mask": response_mask,
+            "attention_mask": torch.cat(
+                [
+                    torch.zeros(size, prompt, dtype=torch.long),
+                    torch.ones(size, prompt, dtype=torch.long),
+                    response_mask,
+                ],
+                dim=1,
+            ),
+            "prompt_length": torch.full((size,), float(prompt)),
+            "response_length": torch.tensor(lengths, dtype=torch.float),
+        },
+        batch_size=size,
+    )
+    data = DataProto(batch=batch, non_tensor_batch={"__num_turns__": np.array(turns, dtype=np.int32)})
+    return {key: float(value) for key, value in compute_data_metrics(data, use_critic=False).items()}
+
+
+class Data:
+    """The job's data and reward, loaded with verl's code, and the metrics verl logs for canned responses."""
+
+    def __init__(self, config):
+        from transformers import AutoProcessor
+        from verl.trainer.ppo.reward import get_custom_reward_fn
+
+        self.config = config
+        self.processor = AutoProcessor.from_pretrained(config.actor_rollout_ref.model.path)
+        self.reward = get_custom_reward_fn(config)
+        self.batch = config.data.train_batch_size
+        self.train = load_dataset(config, config.data.train_files, self.processor, limit=self.batch * STEPS)
+        val_rows = config.data.get("val_max_samples")
+        self.val = load_dataset(config, config.data.val_files, self.processor, limit=val_rows if val_rows else None)
+
+    def score(self, item, text):
+        return self.reward(
+            data_source=item["data_source"],
+            solution_str=text,
+            ground_truth=item["reward_model"]["ground_truth"],
+            extra_info=dict(item["extra_info"]),
+        )
+
+    def training_step(self, step: int) -> dict[str, float]:
+        """verl's ``compute_data_metrics`` of this step's rollouts (``rollout.n`` canned responses per prompt)."""
+        n = self.config.actor_rollout_ref.rollout.n
+        width = self.config.data.max_response_length
+        scores, lengths, turns, groups = [], [], [], []
+        for k in range(self.batch):
+            item = self.train[((step - 1) * self.batch + k) % len(self.train)]
+            about, other = asked_labels(item["extra_info"])
+            for j in range(n):
+                text, num_turns = canned(item, labels=[about, other][j] if j < 2 else None, right=j < step)
+                scores.append(float(self.score(item, text)["score"]))
+                lengths.append(min(width, len(self.processor.tokenizer.encode(text, add_special_tokens=False))))
+                turns.append(num_turns)
+                groups.append(str(k))
+        metrics = step_metrics(scores, lengths, turns, groups, width)
+        metrics.update({"training/global_step": step, "actor/pg_loss": 0.1 / step, "actor/entropy": 1.0 / step})
+        return metrics
+
+    def validation(self, step: int) -> dict[str, float]:
+        """verl's ``_val_metrics_update`` of our reward's extra info on canned validation responses."""
+        from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+        sources, uids, turns, infos = [], [], [], {"reward": []}
+        for index in range(len(self.val)):
+            item = self.val[index]
+            right = index % 4 <= step
+            text, num_turns = canned(item, labels=asked_labels(item["extra_info"])[0] if right else None, right=right)
+            result = self.score(item, text)
+            infos["reward"].append(result["score"])
+            for key, value in result.items():
+                infos.setdefault(key, []).append(value)
+            sources.append(item["data_source"])
+            uids.append(f"uid-{index}")
+            turns.append(num_turns)
+        metrics = PPOTrainer._val_metrics_update(None, sources, uids, infos, turns)
+        return {key: float(value) for key, value in metrics.items()}
+
+
 def generate(config) -> int:
     from transformers import AutoProcessor
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
-    from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from chartrl.rewards.verl_adapter import generation_record
 
     processor = AutoProcessor.from_pretrained(config.actor_rollout_ref.model.path)
-    from omegaconf import OmegaConf
-
-    data = OmegaConf.create(OmegaConf.to_container(config.data) | {"filter_overlong_prompts_workers": None})
-    dataset = RLHFDataset(config.data.val_files, processor.tokenizer, data, processor=processor)
+    dataset = load_dataset(config, config.data.val_files, processor)
     n = config.actor_rollout_ref.rollout.val_kwargs.n
     inputs, outputs, gts, records = [], [], [], []
     for index in range(len(dataset)):
         item = dataset[index]
         extra, truth = item["extra_info"], item["reward_model"]["ground_truth"]
-        labels = sorted(json.loads(extra["bboxes"]).get("x_values", {}))[:1]
-        call = json.dumps({"name": "focus_on_x_values_with_mask", "arguments": {"x_values": labels}})
-        tool_turn = f"<tool_call>\n{call}\n</tool_call>\nuser\n<tool_response>\nMasked.\n</tool_response>\nassistant\n"
         for sample in range(n):
-            answer = truth if sample == 0 else "0"
-            text = (tool_turn if item["agent_name"] == "tool_agent" and labels else "") + f"<answer>{answer}</answer>"
+            text, _ = canned(item, labels=asked_labels(extra)[0], right=sample == 0)
             inputs.append(extra["question"])
             outputs.append(text)
             gts.append(truth)

@@ -103,3 +103,53 @@ def test_accuracy(
         summary = out[condition]
         log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
     return out
+
+
+def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """:func:`episode_record`'s record of each question from generations in the contract
+    (``chartrl.rollout.generations``: what a verl generation job writes too), read from its first sample (a greedy
+    evaluation has one): relaxed accuracy, format, tool call, and whether the first executed call kept every label
+    the question names. ``rows``: the split generated on (question types and labels)."""
+    import json
+
+    from chartrl.rewards import is_well_formed, relaxed_accuracy
+    from chartrl.tools import parse_tool_calls
+
+    by_id = {row.id: row for row in rows}
+    first: dict[str, dict[str, Any]] = {}
+    for record in sorted(generations, key=lambda r: (r["id"], r["sample"])):
+        first.setdefault(record["id"], record)
+    out = []
+    for row_id, record in first.items():
+        row = by_id[row_id]
+        about = [str(v) for v in row.extra.get("about") or []]
+        executed = [
+            text
+            for text, error in zip(
+                json.loads(record["tool_calls"]), json.loads(record["tool_error_kinds"]), strict=False
+            )
+            if not error
+        ]
+        kept = next(
+            (
+                [str(v) for v in call.arguments[key]]
+                for text in executed
+                for call in parse_tool_calls(text).calls
+                for key in ("x_values", "y_values")
+                if key in call.arguments
+            ),
+            [],
+        )
+        called = bool(record["tool_called"])
+        answer = record["answer"]
+        out.append(
+            {
+                "id": row_id,
+                "question_type": row.extra.get("question_type", "unknown"),
+                "score": relaxed_accuracy(answer, row.answer) if answer is not None else 0.0,
+                "well_formed": bool(is_well_formed(record["final_response"])),
+                "tool_call": called,
+                "correct_label": (set(about) <= set(kept)) if called and about else None,
+            }
+        )
+    return out

@@ -10,8 +10,9 @@ from typing import Any
 from chartrl.config import Config
 from chartrl.files import write_atomically, write_json
 from chartrl.report.collect import collect, eval_series_of_generations, limits
-from chartrl.report.figures import curves_figure, reward_parts_figure
+from chartrl.report.figures import PANELS, curves_figure, reward_parts_figure
 from chartrl.report.gallery import charts_by_id, gallery_items
+from chartrl.report.panels import report_panels
 
 
 def fmt(value: Any) -> str:
@@ -50,23 +51,34 @@ def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]
 
     results, out_dir = Path(results), Path(out_dir)
     metrics = collect(config, results)
+    galleries = _galleries(config, results, config.evaluate.gallery_size)
+    metrics["rollouts"] = {title: len(items) for title, items in galleries.items() if items}
+    metrics["panels"] = report_panels(metrics, config)
+    panels = {panel["id"]: panel for panel in metrics["panels"]}
     generations = {}
     for generation in sorted({s.generation for s in config.train_series}):
         members = [(s.id, s.tools) for s in config.train_series if s.generation == generation]
+        curve_panels = [panels[f"training/{generation}/{key}"] for key, _ in PANELS]
         generations[generation] = {
             "curves": curves_figure(
-                metrics["training"], members, f"{generation}: tool policies (solid) and no-tool baselines (dashed)"
+                metrics["training"],
+                members,
+                f"{generation}: tool policies (solid) and no-tool baselines (dashed)",
+                curve_panels,
             ),
             "parts": reward_parts_figure(metrics["training"], members, f"{generation}: reward parts"),
+            "panels": [*curve_panels, panels[f"training/{generation}/reward_parts"]],
         }
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("chartrl.report", "templates"), autoescape=jinja2.select_autoescape(["html"])
+        loader=jinja2.PackageLoader("chartrl.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "html.jinja"]),
     )
     html = environment.get_template("index.html.jinja").render(
         metrics=metrics,
         limits=limits(metrics, config),
         generations=generations,
-        galleries=_galleries(config, results, config.evaluate.gallery_size),
+        panels=panels,
+        galleries=galleries,
         plotly_js=plotly.offline.get_plotlyjs(),
         fmt=fmt,
     )

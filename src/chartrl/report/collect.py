@@ -24,6 +24,7 @@ CURVE_KEYS = (
     "val/correct_label_ratio",
     "val/format_rate",
     "val/tool_call_ratio",
+    "val/tool_success",
     "rollout/response_length",
     "train/degenerate_fraction",
     "actor/loss",
@@ -39,7 +40,9 @@ def training(results: Path, series: TrainSeries) -> dict[str, Any] | None:
     if not metrics_file.is_file():
         return None
     lines = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
-    keys = sorted({k for m in lines for k in m if k == "val/accuracy" or k.startswith(("reward/", *CURVE_KEYS))})
+    keys = sorted(
+        {k for m in lines for k in m if k == "val/accuracy" or k.startswith(("reward/", "val_reward/", *CURVE_KEYS))}
+    )
     curves = {key: [[m["step"], m[key]] for m in lines if key in m] for key in keys}
     run = _read_json(results / "runs" / series.id / "run.json") or {}
     return {"steps": lines[-1]["step"] if lines else 0, "curves": curves, "run": run}
@@ -117,10 +120,14 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
     paired bootstrap over the same test questions."""
     from chartrl.report.intervals import bootstrap_paired_gap
 
-    files = {s.id: results / "eval" / s.id / "test_accuracy.json" for s in config.train_series}
-    files["warmstart (tools)"] = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
-    files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
-    raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
+    sources: dict[str, str] = {}
+    if config.backend == "verl":
+        raw, sources = verl_test_accuracy(results, config)
+    else:
+        files = {s.id: results / "eval" / s.id / "test_accuracy.json" for s in config.train_series}
+        files["warmstart (tools)"] = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
+        files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
+        raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
     tables = {
         name: {
             condition: _accuracy_table(data[condition], config)
@@ -150,7 +157,38 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
             for qtype in sorted(first)
         }
     types = sorted({q for t in tables.values() for q in t["test"]["by_question_type"]} - {"all"}) + ["all"]
-    return {"series": tables, "gaps": gaps, "question_types": types if tables else []}
+    return {"series": tables, "gaps": gaps, "question_types": types if tables else [], "sources": sources}
+
+
+def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
+    """On the verl backend there is no ``test_accuracy`` rule (it rolls out with the local policy): each train
+    series' test accuracy per question type comes from the test generations of an eval series naming its last
+    checkpoint on the evaluate split (the generations contract is the same on both backends), read as the local
+    rule reads its rollouts (``chartrl.evaluate.test_accuracy``). Returns the ``test`` condition of each series
+    found and, per series, the eval series whose generations it read."""
+    import pyarrow.parquet as pq
+
+    from chartrl.data.contract import read_split
+    from chartrl.evaluate.test_accuracy import generation_test_records, summarise
+
+    dataset, split = config.resolved["evaluate"]["dataset"], config.resolved["evaluate"]["split"]
+    owners = eval_series_of_generations(config)
+    sources = {}
+    for owner, members in owners.items():
+        first = members[0]
+        if str(first.checkpoint) == "last" and (first.dataset, first.split) == (dataset, split):
+            if (results / "eval" / owner / "generations.parquet").is_file():
+                sources.setdefault(first.of, owner)
+    split_file = results / "data" / dataset / f"{split}.parquet"
+    if not sources or not split_file.is_file():
+        return {}, {}
+    rows = read_split(split_file)
+    raw = {}
+    for sid, owner in sources.items():
+        generations = pq.read_table(results / "eval" / owner / "generations.parquet").to_pylist()
+        records = generation_test_records(generations, rows)
+        raw[sid] = {"test": {**summarise(records), "items": records, "generations": owner}}
+    return raw, sources
 
 
 def seed_spread(results: Path, config: Config) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 PANELS = (
@@ -18,8 +18,22 @@ PANELS = (
 )
 
 
-def curves_figure(training: Mapping[str, Any], members: list[tuple[str, bool]], title: str) -> str:
-    """One figure of the PANELS; a trace per series (solid: tools, dashed: no-tool baseline)."""
+def _wrap(text: str, width: int = 48) -> str:
+    """``text`` in lines of about ``width`` characters, for a plotly annotation (<br> between lines)."""
+    import textwrap
+
+    return "<br>".join(textwrap.wrap(text, width))
+
+
+def curves_figure(
+    training: Mapping[str, Any],
+    members: list[tuple[str, bool]],
+    title: str,
+    panels: Sequence[Mapping[str, Any]] | None = None,
+) -> str:
+    """One figure of the PANELS; a trace per series (solid: tools, dashed: no-tool baseline). ``panels``
+    (``chartrl.report.panels.curve_panels``, in PANELS order) names the key each series plots in each subplot and,
+    for an empty one, the reason, written in its place."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -28,12 +42,13 @@ def curves_figure(training: Mapping[str, Any], members: list[tuple[str, bool]], 
     for index, (sid, tools) in enumerate(members):
         curves = training.get(sid, {}).get("curves", {})
         for panel, (key, _) in enumerate(PANELS):
-            points = curves.get(key, [])
+            plotted = panels[panel]["keys"].get(sid, key) if panels else key
+            points = curves.get(plotted, [])
             figure.add_trace(
                 go.Scatter(
                     x=[p[0] for p in points],
                     y=[p[1] for p in points],
-                    mode="lines+markers" if key.startswith("val") else "lines",
+                    mode="lines+markers" if plotted.startswith("val") else "lines",
                     name=f"{sid} ({'tools' if tools else 'no tools'})",
                     legendgroup=sid,
                     showlegend=panel == 0,
@@ -41,6 +56,20 @@ def curves_figure(training: Mapping[str, Any], members: list[tuple[str, bool]], 
                 ),
                 row=panel // 3 + 1,
                 col=panel % 3 + 1,
+            )
+    for panel, info in enumerate(panels or []):
+        text = info.get("reason") if not info["filled"] else info.get("note")
+        if text:
+            axis = "" if panel == 0 else str(panel + 1)
+            figure.add_annotation(
+                text=_wrap(("not shown: " if not info["filled"] else "") + text),
+                xref=f"x{axis} domain",
+                yref=f"y{axis} domain",
+                x=0.5,
+                y=0.5 if not info["filled"] else 0.98,
+                showarrow=False,
+                font={"size": 10, "color": "#b42318" if not info["filled"] else "#555"},
+                bgcolor="rgba(255,255,255,0.8)",
             )
     figure.update_layout(title=title, height=780, margin={"l": 40, "r": 20, "t": 70, "b": 40}, template="plotly_white")
     figure.update_xaxes(title_text="step")
@@ -54,7 +83,9 @@ def reward_parts_figure(training: Mapping[str, Any], members: list[tuple[str, bo
     figure = go.Figure()
     for sid, tools in members:
         curves = training.get(sid, {}).get("curves", {})
-        for key in sorted(k for k in curves if k.startswith("reward/") and k != "reward/overall"):
+        # training rollouts' parts (reward/<part>); a verl run logs them only at validation (val_reward/<part>)
+        prefix = "reward/" if any(k.startswith("reward/") and k != "reward/overall" for k in curves) else "val_reward/"
+        for key in sorted(k for k in curves if k.startswith(prefix) and k != f"{prefix}overall"):
             points = curves[key]
             if not any(p[1] for p in points):
                 continue  # a part that is always 0 (switched off) adds nothing to read
@@ -62,8 +93,8 @@ def reward_parts_figure(training: Mapping[str, Any], members: list[tuple[str, bo
                 go.Scatter(
                     x=[p[0] for p in points],
                     y=[p[1] for p in points],
-                    mode="lines",
-                    name=f"{sid} {key.removeprefix('reward/')}",
+                    mode="lines" if prefix == "reward/" else "lines+markers",
+                    name=f"{sid} {key.removeprefix(prefix)}{' (validation)' if prefix == 'val_reward/' else ''}",
                     line={"dash": "solid" if tools else "dash"},
                 )
             )

@@ -25,6 +25,14 @@ re-encoding the model's turns. The series' ``reward_kwargs`` add ``tools`` (the 
 no-tool series, whose response is one turn) and ``tokenizer`` (when the length term is on). A length term
 with neither ``response_tokens`` in ``extra_info`` nor a tokenizer is a configuration error, not a silent 0.
 
+Besides the reward's ``overall`` and parts, every call returns the protocol indicators of the response
+(:data:`PROTOCOL_PARTS`, 0 or 1 each, the same keys for every sample as verl requires): a tool was called, the call
+executed, the final turn is well-formed, the call was on a question naming labels, and it kept every label the
+question names (``about`` in ``extra_info``). verl 0.9.1 averages each key of a validation's reward extra info
+per data source (``val-aux/<source>/protocol_tool_call/mean@N``), which is where the report's tool-call ratio,
+tool success, format rate and correct-label ratio of a verl run come from (``chartrl.verl_backend.metrics``).
+They are not part of the reward: the score is the reward's ``overall``.
+
 Rewards (and their judges) are built once per worker process and parameter set. A judge-based reward judges each
 response as verl hands it over (one ``asyncio.run`` per call, on verl's reward threads).
 """
@@ -41,6 +49,13 @@ from chartrl.rewards.inputs import METADATA_FIELDS, RewardInput
 from chartrl.rewards.registry import REWARDS, Reward, build_reward
 
 _INTEGER_FIELDS = ("tool_calls", "response_tokens")
+PROTOCOL_PARTS = (
+    "protocol_tool_call",
+    "protocol_tool_executed",
+    "protocol_well_formed",
+    "protocol_labelled_call",
+    "protocol_correct_label",
+)
 
 
 def _plain(value: Any) -> Any:
@@ -54,6 +69,43 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def protocol_indicators(trajectory, about: Sequence[str]) -> dict[str, float]:
+    """The response's protocol, as the local trainer counts it (``chartrl.train.trainer.rollout_metrics``): 0/1
+    for a tool call, an executed call, a well-formed final turn, a call on a question naming labels, and such a
+    call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.checks``)."""
+    from chartrl.rewards import is_well_formed
+    from chartrl.tools import parse_tool_calls
+
+    called = bool(trajectory.calling_turns)
+    executed = [turn for turn in trajectory.calling_turns if turn.outcome == "executed"]
+    kept = next(
+        (
+            [str(v) for v in call.arguments[key]]
+            for turn in executed
+            for call in parse_tool_calls(turn.text).calls
+            for key in ("x_values", "y_values")
+            if key in call.arguments
+        ),
+        [],
+    )
+    labelled = called and bool(about)
+    return {
+        "protocol_tool_call": float(called),
+        "protocol_tool_executed": float(trajectory.tool_outcome == "executed"),
+        "protocol_well_formed": float(bool(is_well_formed(trajectory.final_response))),
+        "protocol_labelled_call": float(labelled),
+        "protocol_correct_label": float(labelled and set(about) <= set(kept)),
+    }
+
+
+def _about(extra: Mapping[str, Any]) -> list[str]:
+    """The labels the question names (``about``: a JSON list, as ``chartrl.verl_backend.data`` writes it)."""
+    value = extra.get("about")
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else []
+    return [str(v) for v in value or []]
+
+
 def reward_input(
     solution_str: str,
     ground_truth: Any,
@@ -63,13 +115,15 @@ def reward_input(
     tools: Sequence[str] | None = None,
     max_calls: int = 1,
     tokenizer: str | None = None,
+    trajectory=None,
 ) -> RewardInput:
     """The RewardInput for one verl sample: ``extra_info`` fields where given (they override ``data_source``),
-    the rest read from the response (the module doc says how)."""
+    the rest read from the response (the module doc says how; ``trajectory``: the response already read)."""
     from chartrl.verl_backend.trajectory import read_trajectory, response_tokens
 
     extra = _plain(dict(extra_info or {}))
-    trajectory = read_trajectory(str(solution_str), tools=tools, bboxes=extra.get("bboxes"), max_calls=max_calls)
+    if trajectory is None:
+        trajectory = read_trajectory(str(solution_str), tools=tools, bboxes=extra.get("bboxes"), max_calls=max_calls)
     derived: dict[str, Any] = {"tool_outcome": trajectory.tool_outcome, "tool_calls": trajectory.tool_calls}
     if tokenizer and extra.get("response_tokens") is None:
         derived["response_tokens"] = response_tokens(trajectory, _tokenizer(tokenizer))
@@ -112,13 +166,25 @@ def compute_score(
     **_verl_kwargs: Any,
 ) -> dict[str, float]:
     """Score one response with reward ``reward`` (``params`` and ``judge`` as in the config; ``tools``,
-    ``max_calls`` and ``tokenizer`` as the module doc says); returns ``{"score": overall, "overall": ..., <parts>}``."""
+    ``max_calls`` and ``tokenizer`` as the module doc says); returns ``{"score": overall, "overall": ..., <parts>,
+    <protocol indicators>}``."""
     built = _built(
         reward, json.dumps(_plain(params or {}), sort_keys=True), json.dumps(_plain(judge or {}), sort_keys=True)
     )
+    from chartrl.verl_backend.trajectory import read_trajectory
+
     tool_names = _plain(tools) if tools else None
+    extra = _plain(dict(extra_info or {}))
+    trajectory = read_trajectory(str(solution_str), tools=tool_names, bboxes=extra.get("bboxes"), max_calls=max_calls)
     item = reward_input(
-        solution_str, ground_truth, data_source, extra_info, tools=tool_names, max_calls=max_calls, tokenizer=tokenizer
+        solution_str,
+        ground_truth,
+        data_source,
+        extra_info,
+        tools=tool_names,
+        max_calls=max_calls,
+        tokenizer=tokenizer,
+        trajectory=trajectory,
     )
     if _needs_length(built) and not tokenizer and (extra_info or {}).get("response_tokens") is None:
         raise ValueError(
@@ -127,7 +193,7 @@ def compute_score(
             "reward_kwargs.tokenizer=<model path> (chartrl verl overrides does) or set d_length: 0"
         )
     [parts] = built([item])
-    return {"score": parts["overall"], **parts}
+    return {"score": parts["overall"], **parts, **protocol_indicators(trajectory, _about(extra))}
 
 
 def generation_record(

@@ -8,7 +8,8 @@ One row per question::
                   so the chart gets as many image tokens as in the local backend (model.min/max_pixels)
     data_source   the row's data_source (verl groups validation metrics by it)
     reward_model  {"style": "rule", "ground_truth": answer}
-    extra_info    {"id", "index", "question", "subset", "split", "chart_type", "bboxes" (JSON),
+    extra_info    {"id", "index", "question", "subset", "split", "chart_type", "bboxes" (JSON), "about" (JSON:
+                   the labels the question names), "question_type",
                    "tools_kwargs": {tool: {"create_kwargs": {"bboxes": JSON}}} (tool series only)}
     agent_name    tool_agent | single_turn_agent
 
@@ -48,6 +49,8 @@ def verl_record(
         "split": row.split,
         "chart_type": row.chart_type,
         "bboxes": json.dumps(row.bboxes, ensure_ascii=False),
+        "about": json.dumps([str(v) for v in row.extra.get("about") or []], ensure_ascii=False),
+        "question_type": str(row.extra.get("question_type", "unknown")),
     }
     if with_tools:
         extra["tools_kwargs"] = tools_kwargs(row.bboxes, tools.names)

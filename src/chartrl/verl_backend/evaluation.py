@@ -25,7 +25,7 @@ from typing import Any
 from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfig
 from chartrl.errors import UsageError
 from chartrl.files import write_json
-from chartrl.verl_backend.job import VERL_MAIN, VerlJobError, absolute_tracking_uri, override_values, run_verl
+from chartrl.verl_backend.job import VerlJobError, absolute_tracking_uri, override_values, run_verl, verl_entry
 from chartrl.verl_backend.overrides import GenerationFiles, hydra_overrides
 
 log = logging.getLogger(__name__)
@@ -157,11 +157,13 @@ def gallery_entries(records: Sequence[Mapping[str, Any]], rows: Sequence[Any]) -
     return entries
 
 
-def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] = VERL_MAIN) -> dict[str, float]:
+def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] | None = None) -> dict[str, float]:
+    """Merge, prepare, run verl with ``trainer.val_only`` (``entry``: default ``verl_entry()``), convert."""
     from chartrl import tracking
     from chartrl.rollout.generations import draw_gallery
     from chartrl.verl_backend.generations import convert_dump
 
+    entry = verl_entry() if entry is None else entry
     check_overrides(job)
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
     model_dir, actor = merged_model(job)

@@ -33,6 +33,22 @@ from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_
 
 log = logging.getLogger(__name__)
 VERL_MAIN = (sys.executable, "-m", "verl.trainer.main_ppo")
+ENTRY_VARIABLE = "CHARTRL_VERL_ENTRY"
+"""A test seam, for tests only: when set, a command line (split like a shell's) that ``chartrl verl train`` and
+``chartrl verl generate`` run instead of ``python -m verl.trainer.main_ppo``, with the same overrides and
+environment. verl's trainer needs GPUs, so the workflow test runs the whole verl DAG with a stand-in
+(``tests/verl_backend/verl_standin.py``) through it. Every use is logged; unset, verl itself runs."""
+
+
+def verl_entry() -> tuple[str, ...]:
+    """What runs verl: ``CHARTRL_VERL_ENTRY`` when set (a test stand-in), else verl's ``main_ppo``."""
+    import shlex
+
+    text = os.environ.get(ENTRY_VARIABLE, "").strip()
+    if not text:
+        return VERL_MAIN
+    log.warning("%s is set: running %r instead of verl.trainer.main_ppo (a test seam)", ENTRY_VARIABLE, text)
+    return tuple(shlex.split(text))
 
 
 class VerlJobError(ChartrlError):
@@ -217,7 +233,9 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
     return summary
 
 
-def run_train_job(job: VerlTrainJob, entry: Sequence[str] = VERL_MAIN) -> dict[str, Any]:
+def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict[str, Any]:
+    """Prepare, track, run verl (``entry``: default :func:`verl_entry`) and summarise."""
+    entry = verl_entry() if entry is None else entry
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
     counts = prepare(job)
     log.info("%s: verl data written (%d train, %d val questions)", job.series.id, counts["train"], counts["val"])

@@ -1,15 +1,18 @@
 """A verl run's metrics, exported from its MLflow run to ``results/runs/{series}/metrics.jsonl``: one JSON object
 per step, like the local trainer's, so the report does not care which backend ran.
 
-verl logs its own names (``critic/score/mean``, ``actor/pg_loss``, ``val-aux/<data source>/<part>/mean@N``, with
-``@`` written ``_at_`` in MLflow keys). Every key is kept; the keys the report reads are added under the local
-trainer's names:
+verl 0.9.1 (the v1 trainer, ``verl/trainer/ppo/v1/trainer_base.py``) logs, per training step, the batch's
+statistics (``compute_data_metrics`` in ``verl/trainer/ppo/metric_utils.py``: ``critic/score/mean``,
+``response_length/mean``, ``num_turns/mean``, ...) and the actor's (``actor/pg_loss``, ``actor/entropy``, ...),
+but none of the reward's extra info: our reward's parts and protocol indicators reach the metrics only at
+validation, where ``_val_metrics_update`` averages every numeric key our reward function returned per data source
+and question, as ``val-core/<source>/<key>/mean@N`` (the core variable) or ``val-aux/<source>/<key>/mean@N``
+(MLflow keys carry ``@`` as ``_at_``: verl's logger sanitises them).
 
-- ``reward/overall``: ``critic/score/mean`` (the mean sequence score: our reward's overall);
-- ``val/accuracy``: the mean over data sources of the validation ``accuracy`` part (``mean@N`` for the largest
-  N), i.e. the relaxed accuracy of greedy answers on the validation questions, as the local trainer's.
-
-A step logged twice (verl resumed from a checkpoint older than the last logged step) keeps its last value.
+Every key is kept; :data:`ALIASES` adds the keys the report reads under the local trainer's names. Validation
+entries are read from ``mean@N`` for the largest N logged (one value per question, averaged over the questions
+of a data source) and averaged over data sources; a ratio (tool success: executed calls over calls) is the ratio
+of those averages, which is the local trainer's ratio whenever there is one data source.
 """
 
 from __future__ import annotations
@@ -17,15 +20,53 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chartrl.files import write_atomically
 
+
 PROGRESS_KEY = "critic/score/mean"
 """A metric verl logs at every training step (the mean sequence score)."""
-ALIASES = {"reward/overall": PROGRESS_KEY}
-VAL_ACCURACY = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/accuracy/mean(?:@|_at_)(?P<n>\d+)$")
+
+
+@dataclass(frozen=True)
+class Alias:
+    """One of the local trainer's keys computed from verl's: ``step`` (a training-step metric, copied) or
+    ``val`` (a validation key of our reward function's extra info, ``over``: divided by another one)."""
+
+    step: str | None = None
+    val: str | None = None
+    over: str | None = None
+    why: str = ""
+
+
+ALIASES: dict[str, Alias] = {
+    "reward/overall": Alias(step="critic/score/mean", why="the mean sequence score: our reward's overall"),
+    "rollout/response_length": Alias(
+        step="response_length/mean",
+        why="tokens of the response; verl counts the tool observation's tokens (loss mask 0) too, the local "
+        "trainer only the sampled ones",
+    ),
+    "val/accuracy": Alias(val="accuracy", why="relaxed accuracy of the greedy validation answers"),
+    "val/tool_call_ratio": Alias(val="protocol_tool_call", why="validation episodes with a tool call"),
+    "val/tool_success": Alias(
+        val="protocol_tool_executed", over="protocol_tool_call", why="calls that executed, over calls"
+    ),
+    "val/format_rate": Alias(val="protocol_well_formed", why="validation final turns in the answer format"),
+    "val/correct_label_ratio": Alias(
+        val="protocol_correct_label",
+        over="protocol_labelled_call",
+        why="calls keeping every label the question names, over calls on questions naming labels",
+    ),
+}
+VAL_REWARD_PREFIX = "val_reward/"
+"""Every other numeric key of our reward at validation (``overall`` and the reward's parts) is added as
+``val_reward/<part>``: verl logs no training-step parts, so the report's reward-parts figure of a verl run reads
+these (validation, greedy) instead of ``reward/<part>`` (training rollouts)."""
+NOT_PARTS = {"score", "reward", "acc", "acc_success_only", "row_id"}
+VAL_KEY = re.compile(r"^val-(?:core|aux)/(?P<source>[^/]+)/(?P<var>[^/]+)/mean(?:@|_at_)(?P<n>\d+)$")
 
 
 def run_history(client, run_id: str) -> dict[int, dict[str, float]]:
@@ -38,29 +79,60 @@ def run_history(client, run_id: str) -> dict[int, dict[str, float]]:
     return dict(sorted(steps.items()))
 
 
-def with_aliases(metrics: Mapping[str, float]) -> dict[str, float]:
-    out = dict(metrics)
-    for ours, theirs in ALIASES.items():
-        if theirs in metrics:
-            out[ours] = metrics[theirs]
-    best: dict[str, tuple[int, float]] = {}
+def validation_means(metrics: Mapping[str, float]) -> dict[str, float]:
+    """variable -> its ``mean@N`` (largest N) averaged over data sources, for every validation variable logged."""
+    best: dict[tuple[str, str], tuple[int, float]] = {}
     for key, value in metrics.items():
-        match = VAL_ACCURACY.match(key)
+        match = VAL_KEY.match(key)
         if match:
-            n = int(match.group("n"))
-            if match.group("source") not in best or n > best[match.group("source")][0]:
-                best[match.group("source")] = (n, value)
-    if best:
-        out["val/accuracy"] = sum(value for _, value in best.values()) / len(best)
+            slot, n = (match.group("var"), match.group("source")), int(match.group("n"))
+            if slot not in best or n > best[slot][0]:
+                best[slot] = (n, value)
+    by_var: dict[str, list[float]] = {}
+    for (var, _), (_, value) in best.items():
+        by_var.setdefault(var, []).append(value)
+    return {var: sum(values) / len(values) for var, values in by_var.items()}
+
+
+def with_aliases(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``metrics`` (one step of a verl run) with the local trainer's keys added (:data:`ALIASES`)."""
+    out = dict(metrics)
+    val = validation_means(metrics)
+    for ours, alias in ALIASES.items():
+        if alias.step is not None and alias.step in metrics:
+            out[ours] = metrics[alias.step]
+        elif alias.val is not None and alias.val in val:
+            if alias.over is None:
+                out[ours] = val[alias.val]
+            elif alias.over in val:
+                out[ours] = val[alias.val] / val[alias.over] if val[alias.over] else 0.0  # as the local trainer
+    for var, value in val.items():
+        if var not in NOT_PARTS and not var.startswith("protocol_"):
+            out[VAL_REWARD_PREFIX + var] = value
     return out
 
 
 def export_metrics(tracking_uri: str, run_id: str, out: str | Path) -> list[dict[str, Any]]:
-    """Write the run's history to ``out`` (JSON lines ``{"step": N, key: value, ...}``); returns the lines."""
+    """Write the run's history to ``out`` (JSON lines ``{"step": N, key: value, ...}``) and log the keys
+    :func:`with_aliases` added into the run itself, at their steps, so MLflow shows a verl run under the local
+    trainer's names too (a rerun finds them there and logs nothing twice); returns the lines."""
+    import time
+
+    from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
-    history = run_history(MlflowClient(tracking_uri=tracking_uri), run_id)
+    client = MlflowClient(tracking_uri=tracking_uri)
+    history = run_history(client, run_id)
     lines = [{"step": step, **dict(sorted(with_aliases(metrics).items()))} for step, metrics in history.items()]
+    now = int(time.time() * 1000)
+    added = [
+        Metric(key, value, now, line["step"])
+        for line, metrics in zip(lines, history.values(), strict=True)
+        for key, value in line.items()
+        if key != "step" and key not in metrics
+    ]
+    for start in range(0, len(added), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=added[start : start + 1000])
     text = "".join(json.dumps(line) + "\n" for line in lines)
     write_atomically(out, lambda tmp: tmp.write_text(text))
     return lines

@@ -1,0 +1,294 @@
+"""The report's panels, each filled or saying in place why not, on either backend.
+
+A *panel* is one thing the report shows: each subplot of a generation's training-curves figure
+(``chartrl.report.figures.PANELS``), each generation's reward-parts figure, and each table (matched steps, the
+warm start, test accuracy per question type and its shuffled-image and sampled columns, the tool-minus-baseline
+gaps, the seed spread, the scored evaluation series, the diagonal check, the rollouts). :func:`report_panels`
+lists them, for ``metrics.json``, as::
+
+    {"id": "training/v1/rollout/tool_call_ratio", "title": ..., "filled": bool,
+     "data": [[path into metrics.json], ...],   # where its numbers are; filled == any of them holds some
+     "reason": None | why it is empty,         # shown in the panel's spot (a reason block)
+     "note": None | where the numbers come from when it differs from the local backend}
+
+A reason is computed from what the run has (the backend, the config, the files found), never left out:
+:func:`panel_problems` checks a built report for panels that are empty without one, so any config's run can be
+checked (the workflow tests point it at the smoke run of each backend).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import Config
+
+# A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
+# verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
+# same panel shows the validation statistic, and says so (VERL_NOTES).
+CURVE_KEYS: dict[str, tuple[str, ...]] = {
+    "rollout/tool_call_ratio": ("rollout/tool_call_ratio", "val/tool_call_ratio"),
+    "rollout/correct_label_ratio": ("rollout/correct_label_ratio", "val/correct_label_ratio"),
+    "rollout/tool_success": ("rollout/tool_success", "val/tool_success"),
+}
+VERL_NOTES = {
+    "val/tool_call_ratio": "verl logs no tool statistics of training rollouts: validation (greedy) episodes shown",
+    "val/correct_label_ratio": "verl logs no tool statistics of training rollouts: validation (greedy) episodes shown",
+    "val/tool_success": "verl logs no tool statistics of training rollouts: validation (greedy) episodes shown",
+    "rollout/response_length": "verl's response_length/mean: it counts the tool observation's tokens too",
+    "val_reward/": "verl logs the reward's parts only at validation: validation (greedy) episodes shown",
+}
+VERL_REASONS = {
+    "val_shuffled_images/accuracy": "shuffled-image control: not run on the verl backend (verl validates the val "
+    "split as given; the control needs a second validation set with every chart swapped)",
+    "val/accuracy_value": "validation accuracy per question type: not logged on the verl backend (verl averages "
+    "validation metrics per data source, not per question type)",
+    "test_shuffled_images": "shuffled-image control on test: not run on the verl backend (it needs a second verl "
+    "generation of the test split, with every chart swapped)",
+    "test_sampled": "sampled test rerun: not run on the verl backend (it needs a second verl generation of the "
+    "test split, sampled at the rollout temperature)",
+    "seed_spread": "spread over train seeds: not run on the verl backend (rules/seeds.smk retrains extra_seeds "
+    "with the local trainer only)",
+}
+
+
+def _get(metrics: Mapping[str, Any], path: Sequence[str]) -> Any:
+    node: Any = metrics
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        # keys compared as text: metrics.json turns the integer keys of the collected metrics (seeds) into strings
+        node = next((value for key, value in node.items() if str(key) == str(part)), None)
+    return node
+
+
+def has_data(metrics: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> bool:
+    """Does any of ``paths`` into ``metrics`` hold something (a non-empty list or mapping, or a number)?"""
+    for path in paths:
+        value = _get(metrics, path)
+        if isinstance(value, Mapping | list | tuple) and value or isinstance(value, int | float | str):
+            return True
+    return False
+
+
+def _panel(
+    metrics: Mapping[str, Any],
+    pid: str,
+    title: str,
+    data: list[list[str]],
+    reason: str | None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    filled = has_data(metrics, data)
+    return {
+        "id": pid,
+        "title": title,
+        "filled": filled,
+        "data": data,
+        "reason": None if filled else reason,
+        "note": note,
+    }
+
+
+def _runs(members: Sequence[str]) -> str:
+    return ", ".join(f"results/runs/{sid}/metrics.jsonl" for sid in members)
+
+
+def curve_panels(metrics: Mapping[str, Any], config: Config, generation: str) -> list[dict[str, Any]]:
+    """The panels of one generation's training figures: each subplot (the key each series plots in ``keys``)
+    and the reward-parts figure."""
+    from chartrl.report.figures import PANELS
+
+    verl = config.backend == "verl"
+    members = [s.id for s in config.train_series if s.generation == generation]
+    training = metrics["training"]
+    out = []
+    for key, label in PANELS:
+        candidates = CURVE_KEYS.get(key, (key,))
+        keys = {
+            sid: next((k for k in candidates if training.get(sid, {}).get("curves", {}).get(k)), candidates[0])
+            for sid in members
+        }
+        data = [["training", sid, "curves", k] for sid, k in keys.items()]
+        used = sorted({k for sid, k in keys.items() if has_data(metrics, [["training", sid, "curves", k]])})
+        notes = [VERL_NOTES[k] for k in used if verl and k in VERL_NOTES]
+        reason = (VERL_REASONS.get(key) if verl else None) or (
+            f"{label}: no series of generation {generation} logged {' or '.join(candidates)} "
+            f"({_runs(members) if members else 'no train series'})"
+        )
+        panel = _panel(metrics, f"training/{generation}/{key}", label, data, reason, "; ".join(notes) or None)
+        panel["keys"] = keys
+        out.append(panel)
+    parts = [
+        ["training", sid, "curves", k]
+        for sid in members
+        for k in training.get(sid, {}).get("curves", {})
+        if k.startswith(("reward/", "val_reward/")) and k not in ("reward/overall", "val_reward/overall")
+    ]
+    validation_parts = any(p[3].startswith("val_reward/") for p in parts)
+    out.append(
+        _panel(
+            metrics,
+            f"training/{generation}/reward_parts",
+            f"{generation}: reward parts",
+            parts,
+            f"reward parts: no series of generation {generation} logged reward/<part> or val_reward/<part> "
+            f"({_runs(members) if members else 'no train series'})",
+            VERL_NOTES["val_reward/"] if verl and validation_parts else None,
+        )
+    )
+    return out
+
+
+def _no_generations_reason(config: Config, missing: Sequence[str]) -> str:
+    if config.backend == "verl":
+        return (
+            f"{', '.join(missing)}: no test generations of their last checkpoint (on the verl backend a train "
+            "series is tested only through an eval series naming its last checkpoint on the evaluate split)"
+        )
+    return f"{', '.join(missing)}: no results/eval/{{series}}/test_accuracy.json"
+
+
+def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
+    verl = config.backend == "verl"
+    ta = metrics["test_accuracy"]
+    series = ta["series"]
+    out = [
+        _panel(
+            metrics,
+            "matched_steps",
+            "Matched steps",
+            [["matched_steps"]],
+            "matched steps: no generation has a validation step that all of its series reached",
+        )
+    ]
+    reason = (
+        f"warm start: none in this run (the policy starts from model.path {config.model.path})"
+        if config.model.path is not None
+        else "warm start: results/models/base/warmstart.json is missing"
+    )
+    out.append(_panel(metrics, "warmstart", "Starting point: after the warm start", [["warmstart"]], reason))
+    train_ids = [s.id for s in config.train_series]
+    missing = [sid for sid in train_ids if sid not in series]
+    note = None
+    if verl and series:
+        note = (
+            "verl backend: computed from the eval series' test generations "
+            f"({', '.join(sorted(ta.get('sources', {}).values()))}), the first sample of each question"
+            + ("" if config.evaluate.greedy else " (evaluate.greedy is off: a sampled answer)")
+        )
+        if missing:
+            note += "; " + _no_generations_reason(config, missing)
+        if config.model.path is None:
+            note += "; the warm-started start is not tested on the verl backend (the local rollout tests it)"
+    out.append(
+        _panel(
+            metrics,
+            "test_accuracy",
+            "Accuracy per question type",
+            [["test_accuracy", "series"]],
+            _no_generations_reason(config, missing or train_ids),
+            note,
+        )
+    )
+    for condition, title in (("test_shuffled_images", "shuffled-image control"), ("test_sampled", "sampled")):
+        reason = (VERL_REASONS[condition] if verl else None) or (
+            f"{title}: not in any results/eval/{{series}}/test_accuracy.json"
+        )
+        data = [["test_accuracy", "series", name, condition] for name in series]
+        out.append(_panel(metrics, f"test_accuracy/{condition}", f"Test accuracy: {title}", data, reason))
+    pairs = [
+        f"{a.id} - {b.id}"
+        for generation in sorted({s.generation for s in config.train_series})
+        for a in config.train_series
+        if a.generation == generation and a.tools
+        for b in config.train_series
+        if b.generation == generation and not b.tools
+    ]
+    lacking = sorted({sid for pair in pairs for sid in pair.split(" - ") if sid not in series})
+    gap_reason = (
+        f"tool policy minus no-tool baseline: {_no_generations_reason(config, lacking)}"
+        if lacking
+        else "tool policy minus no-tool baseline: no generation has both a tool policy and a no-tool baseline"
+    )
+    out.append(_panel(metrics, "gaps", "Tool policy minus no-tool baseline", [["test_accuracy", "gaps"]], gap_reason))
+    if config.extra_seeds:
+        seed_reason = (VERL_REASONS["seed_spread"] if verl else None) or (
+            "spread over train seeds: no results/seeds/{series}/seed{seed}/test_accuracy.json"
+        )
+    else:
+        seed_reason = (
+            f"spread over train seeds: one seed (train seed {config.train.seed}); set extra_seeds "
+            "(--configfile config/seeds.yaml) to train more"
+        )
+    spread = metrics["seed_spread"]
+    # a spread needs more than one seed's results of some series
+    data = [["seed_spread", "series", sid, "per_seed", str(k)] for sid in spread["series"] for k in config.extra_seeds]
+    out.append(_panel(metrics, "seed_spread", "Spread over train seeds", data, seed_reason))
+    scored = [["test", sid, "scores"] for sid in metrics["test"]]
+    out.append(
+        _panel(
+            metrics,
+            "scored",
+            "Scored evaluation series",
+            scored,
+            "scored evaluation series: no results/eval/{series}/scores_{scorer}.json"
+            if config.eval_series
+            else "scored evaluation series: the config has no eval series",
+        )
+    )
+    out.append(
+        _panel(
+            metrics,
+            "diagonal",
+            "Diagonal check",
+            [["diagonal"]],
+            "diagonal check: no checkpoint is scored by two scorers in this config"
+            if not any(s.scorers for s in config.eval_series)
+            else "diagonal check: no results/eval/{series}/diagonal.json",
+        )
+    )
+    out.append(
+        _panel(
+            metrics,
+            "rollouts",
+            "Rollouts",
+            [["rollouts"]],
+            "rollouts: no results/eval/{series}/generations.parquet",
+        )
+    )
+    return out
+
+
+def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
+    generations = sorted({s.generation for s in config.train_series})
+    return [p for g in generations for p in curve_panels(metrics, config, g)] + table_panels(metrics, config)
+
+
+def panel_problems(report_dir: str | Path) -> list[str]:
+    """What a built report (``index.html`` and ``metrics.json`` in ``report_dir``) gets wrong about its panels:
+    a panel empty without a reason, a panel said to be filled whose numbers are not in metrics.json, a reason not
+    shown in its panel's spot in the page. Empty when every panel has data or says why not."""
+    from markupsafe import escape  # as the report's template escapes what it shows
+
+    folder = Path(report_dir)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    page = (folder / "index.html").read_text()
+    panels = metrics.get("panels")
+    if not panels:
+        return ["metrics.json lists no panels"]
+    problems = []
+    for panel in panels:
+        pid, data = panel["id"], panel.get("data") or []
+        holds = has_data(metrics, data)
+        if panel["filled"] and not holds:
+            problems.append(f"{pid}: said to be filled, but metrics.json holds none of its numbers {data}")
+        if not holds and not panel.get("reason"):
+            problems.append(f"{pid}: empty, and no reason given")
+        if not holds and panel.get("reason"):
+            block = f'data-panel="{escape(pid)}"'
+            if block not in page or str(escape(panel["reason"])) not in page:
+                problems.append(f"{pid}: its reason is not shown in the page ({panel['reason']!r})")
+    return problems

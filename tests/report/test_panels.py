@@ -1,0 +1,62 @@
+"""Every report panel holds numbers or says in its place why not, and ``panel_problems`` catches one that does not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chartrl.report.panels import has_data, panel_problems
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module", params=["local", "verl"])
+def empty_report(request, tmp_path_factory):
+    """The report of a run that has produced nothing yet: every panel is empty and must say why."""
+    from chartrl.config import load_config
+    from chartrl.report.build import build_report
+
+    files = [] if request.param == "local" else [REPO / "config" / "gpu.yaml"]
+    config = load_config(files, root=REPO)
+    out = tmp_path_factory.mktemp(f"report-{request.param}")
+    (out / "results").mkdir()
+    build_report(config, out / "results", out / "report")
+    return request.param, out / "report"
+
+
+def test_an_empty_run_explains_every_panel(empty_report):
+    backend, report = empty_report
+    assert panel_problems(report) == []
+    metrics = json.loads((report / "metrics.json").read_text())
+    panels = {p["id"]: p for p in metrics["panels"]}
+    assert not any(p["filled"] for p in panels.values())
+    # one panel per training subplot and reward-parts figure of each generation, and every table
+    assert len([p for p in panels if p.startswith("training/v1/")]) == 10
+    assert {"test_accuracy", "gaps", "seed_spread", "diagonal", "rollouts", "warmstart"} <= set(panels)
+    shuffled = panels["training/v1/val_shuffled_images/accuracy"]["reason"]
+    if backend == "verl":
+        assert "not run on the verl backend" in shuffled
+        assert "model.path Qwen/Qwen2.5-VL-3B-Instruct" in panels["warmstart"]["reason"]
+    else:
+        assert "results/runs/e1/metrics.jsonl" in shuffled
+
+
+def test_a_missing_reason_or_a_false_claim_is_caught(empty_report, tmp_path):
+    _, report = empty_report
+    page = (report / "index.html").read_text()
+    metrics = json.loads((report / "metrics.json").read_text())
+    (tmp_path / "index.html").write_text(page.replace('data-panel="gaps"', 'data-panel="elsewhere"'))
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert [p.split(":")[0] for p in panel_problems(tmp_path)] == ["gaps"]
+    metrics["panels"][0]["filled"], metrics["panels"][0]["reason"] = True, None
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    problems = panel_problems(tmp_path)
+    assert any("said to be filled" in p for p in problems) and any("no reason given" in p for p in problems)
+
+
+def test_has_data_reads_paths_into_metrics():
+    metrics = {"training": {"e1": {"curves": {"val/accuracy": [[0, 0.5]], "reward/overall": []}}}, "seeds": {1: 0.5}}
+    assert has_data(metrics, [["training", "e1", "curves", "val/accuracy"]])
+    assert has_data(metrics, [["seeds", "1"]])  # integer keys, as collected, read as metrics.json writes them
+    assert not has_data(metrics, [["training", "e1", "curves", "reward/overall"], ["training", "e2"]])
