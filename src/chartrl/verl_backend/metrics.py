@@ -26,7 +26,6 @@ from typing import Any
 
 from chartrl.files import write_atomically
 
-
 PROGRESS_KEY = "critic/score/mean"
 """A metric verl logs at every training step (the mean sequence score)."""
 
