@@ -1,15 +1,25 @@
 """The GPU study rehearsed on the CPU (config/gpu.yaml + config/rehearsal.yaml): its data layout with label boxes,
 series, six tools, full prompt, rewards and eval checkpoints, on the local backend with the tiny model and the real
-ChartQA sample. What would break a cluster run breaks here first: tool calls on bar charts must execute, every eval
-series must find its checkpoint (steps that keep_last alone would have deleted), every report panel must have data."""
+ChartQA sample. What would break a cluster run breaks here first: the tools must run on the real bar charts, every
+eval series must find its checkpoint (steps that keep_last alone would have deleted), every report panel must have
+data.
+
+Then the same config on the verl backend (``-k verl_dag``): every train and generate job runs ``chartrl verl
+train`` / ``chartrl verl generate`` for real, with the stand-in (``tests/verl_backend/verl_standin.py``: verl's own
+config, data loader, reward loader, metric functions, logger, checkpoint layout and pruning, dump writer; canned
+responses) in place of verl's GPU trainer, through the documented test seam ``CHARTRL_VERL_ENTRY``. It starts from
+the local run's data and warm-started model (their jobs are the same on both backends, so Snakemake reruns none)."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 
 import pytest
 
 from chartrl.data.contract import has_boxes, read_split
+from chartrl.report.panels import panel_problems
 
 from conftest import REPO, snakemake
 
@@ -17,6 +27,8 @@ pytestmark = pytest.mark.slow
 OVERLAYS = ("--configfile", str(REPO / "config" / "gpu.yaml"), str(REPO / "config" / "rehearsal.yaml"))
 TOOL_SERIES = ("e1", "e2", "e6", "e10", "e12")
 TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
+STANDIN = REPO / "tests" / "verl_backend" / "verl_standin.py"
+VERL_OVERLAY = "backend: verl\nverl: {agent_num_workers: 1}\n"  # rehearsal.yaml sizes verl for one GPU
 EVAL_STEPS = {"e4": ("e1", 1), "e5": ("e2", 4), "e8": ("e6", 2), "e9": ("e6", 2), "e13": ("e10", 4), "e14": ("e10", 4)}
 
 
@@ -80,3 +92,67 @@ def test_every_report_panel_has_data(rehearsal):
     assert metrics["matched_steps"] and metrics["warmstart"] and metrics["data"]["chartqa"]
     html = (rehearsal / "results/report/index.html").read_text()
     assert "chartrl-rehearsal" in html
+
+
+@pytest.fixture(scope="module")
+def rehearsal_verl(rehearsal, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("rehearsal-verl")
+    shutil.copytree(rehearsal / ".snakemake", workdir / ".snakemake", ignore=shutil.ignore_patterns("locks"))
+    for kept in ("data", "models", "logs"):
+        shutil.copytree(rehearsal / "results" / kept, workdir / "results" / kept)
+    overlay = workdir / "verl.yaml"
+    overlay.write_text(VERL_OVERLAY)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CHARTRL_VERL_ENTRY", f"{sys.executable} {STANDIN}")
+        patch.setenv("STANDIN_STEP_S", "1")  # each stand-in step takes a second ...
+        patch.setenv("CHARTRL_CHECKPOINT_POLL_S", "0.2")  # ... and the keeper looks five times in it
+        result = snakemake(workdir, "--cores", "2", "--resources", "gpu=1", *OVERLAYS, str(overlay), timeout=1800)
+    assert "rule warmstart" not in result.stdout and "rule data_split" not in result.stdout
+    return workdir
+
+
+def test_verl_dag_keeps_the_named_steps_verl_prunes(rehearsal_verl):
+    for eval_id, (train_id, step) in EVAL_STEPS.items():
+        run = json.loads((rehearsal_verl / f"results/runs/{train_id}/run.json").read_text())
+        assert str(step) in run["checkpoints"]["steps"], (eval_id, run["checkpoints"]["steps"])
+        assert list((rehearsal_verl / f"results/eval/{eval_id}").glob("scores_*.json")), eval_id
+    checkpoints = rehearsal_verl / "results/runs/e1/checkpoints"
+    # verl kept the newest (keep_last 1); step 1, which e4 names, lives on in kept/ as hard links
+    assert sorted(p.name for p in checkpoints.glob("global_step_*")) == ["global_step_4"]
+    assert sorted(p.name for p in (checkpoints / "kept").iterdir()) == ["global_step_1"]
+
+
+def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
+    report = rehearsal_verl / "results" / "report"
+    assert panel_problems(report) == []
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert metrics["backend"] == "verl"
+    panels = {p["id"]: p for p in metrics["panels"]}
+    for generation in ("v1", "v2", "v3"):
+        # filled from verl's own metrics, translated (chartrl.verl_backend.metrics)
+        for key in ("val/accuracy", "reward/overall", "rollout/tool_call_ratio", "rollout/tool_success"):
+            assert panels[f"training/{generation}/{key}"]["filled"], (generation, key)
+        for key in ("rollout/correct_label_ratio", "val/format_rate", "rollout/response_length", "reward_parts"):
+            assert panels[f"training/{generation}/{key}"]["filled"], (generation, key)
+        assert "validation" in panels[f"training/{generation}/rollout/tool_call_ratio"]["note"]
+        # what verl does not run says so in its place
+        shuffled = panels[f"training/{generation}/val_shuffled_images/accuracy"]
+        assert not shuffled["filled"] and "not run on the verl backend" in shuffled["reason"]
+    # per-type test accuracy from the eval series' verl generations; the baselines have none, so no gap
+    assert panels["test_accuracy"]["filled"] and set(metrics["test_accuracy"]["series"]) == {"e1", "e2", "e6", "e10"}
+    assert not panels["gaps"]["filled"] and "e3" in panels["gaps"]["reason"]
+    assert not panels["test_accuracy/test_shuffled_images"]["filled"]
+    assert not panels["seed_spread"]["filled"] and "one seed" in panels["seed_spread"]["reason"]
+    for panel in ("warmstart", "scored", "diagonal", "rollouts", "matched_steps"):
+        assert panels[panel]["filled"], panel
+
+
+def test_verl_dag_logs_the_local_trainers_names_beside_verls(rehearsal_verl):
+    lines = [json.loads(line) for line in (rehearsal_verl / "results/runs/e10/metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [0, 1, 2, 3, 4]
+    last = lines[-1]
+    assert last["reward/overall"] == last["critic/score/mean"]
+    sources = [k for k in last if k.startswith("val-aux/") and k.endswith("/protocol_tool_call/mean_at_1")]
+    assert sources and last["val/tool_call_ratio"] == pytest.approx(sum(last[k] for k in sources) / len(sources))
+    run = json.loads((rehearsal_verl / "results/runs/e10/run.json").read_text())
+    assert run["backend"] == "verl" and run["last_step"] == 4

@@ -20,17 +20,23 @@ from chartrl.verl_backend.job import VerlTrainJob, run_train_job
 from chartrl.verl_backend.overrides import eval_overrides, train_overrides
 
 STANDIN = (sys.executable, str(Path(__file__).with_name("verl_standin.py")))
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def trained(gpu_config, synth_rows, tiny_model_dir, tmp_path_factory):
-    """e10 (tools, Dr.GRPO) trained on the stand-in, in a working directory of its own."""
+def trained(synth_rows, tiny_model_dir, tmp_path_factory):
+    """e10 (tools, Dr.GRPO) trained on the stand-in, in a working directory of its own: gpu.yaml, scaled to 4 steps
+    with a checkpoint every 2, e13 evaluating step 2 (verl keeps 3, so all are there)."""
     import os
 
-    from chartrl.config import to_plain
+    from chartrl.config import load_config, to_plain
     from chartrl.data.contract import write_split
 
     workdir = tmp_path_factory.mktemp("verl-eval")
+    scaled = workdir / "scaled.yaml"
+    steps = ", ".join(f"{s}: {{checkpoint: 2}}" for s in ("e4", "e5", "e8", "e9", "e13", "e14"))
+    scaled.write_text(f"train: {{steps: 4, checkpoint_every: 2}}\nseries: {{{steps}}}\n")
+    gpu_config = load_config([REPO / "config" / "gpu.yaml", scaled], root=REPO)
     previous = os.getcwd()
     os.chdir(workdir)
     config = dataclasses.replace(
@@ -94,7 +100,7 @@ def test_a_verl_checkpoint_is_merged_generated_converted_and_scored(trained, syn
     summary = run_generation_job(job, entry=STANDIN)
 
     merged = workdir / "results/eval/e13/verl/model"
-    assert json.loads((merged / MERGED_FROM).read_text())["actor"].endswith("global_step_2/actor")
+    assert json.loads((merged / MERGED_FROM).read_text())["actor"].endswith("global_step_2/actor")  # e13's step
     table = pq.read_table(job.out)
     assert table.schema.equals(SCHEMA) and table.num_rows == 2 * len(synth_rows["val"])  # evaluate.n = 2
     records = table.to_pylist()

@@ -27,7 +27,7 @@ def job(gpu_config, synth_rows, tiny_model_dir, tmp_path, monkeypatch):
     config = dataclasses.replace(
         gpu_config,
         model=dataclasses.replace(gpu_config.model, path=str(tiny_model_dir)),
-        train=dataclasses.replace(gpu_config.train, prompts_per_step=8),
+        train=dataclasses.replace(gpu_config.train, prompts_per_step=8, steps=2, checkpoint_every=2),  # 2 of 220
         verl=dataclasses.replace(gpu_config.verl, ppo_mini_batch_size=8),
     )
     write_split(synth_rows["train"], tmp_path / "train.parquet")

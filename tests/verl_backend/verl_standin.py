@@ -6,8 +6,10 @@ processor, scores canned responses with our reward through verl's own loader (``
 through verl's own ``Tracking`` logger (MLflow, attached to the run named in the Ray runtime env, as verl's actors
 see it), the metric keys verl's v1 trainer logs: per step ``compute_data_metrics`` of a batch shaped as the trainer
 builds it (GRPO advantages from verl's ``core_algos``), and at validation (``val_before_train``, every
-``test_freq`` steps and the last step) ``_val_metrics_update`` of our reward's extra info. It runs two steps at
-most and saves a checkpoint in ``FSDPCheckpointManager``'s layout, with the starting model's weights. With
+``test_freq`` steps and the last step) ``_val_metrics_update`` of our reward's extra info. It runs up to 8 steps
+and saves checkpoints as verl does (every ``save_freq`` steps and the last, in ``FSDPCheckpointManager``'s layout,
+with the starting model's weights; older ones beyond ``max_actor_ckpt_to_keep`` deleted). ``STANDIN_STEP_S=S``
+makes each step take S seconds, as a real step takes minutes. With
 ``trainer.val_only`` it writes the generation dump with verl's own writer (``_write_generations``) and our
 generation reward.
 
@@ -25,9 +27,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
-STEPS = 2
+STEPS = 8
+"""At most this many training steps (the config's total_training_steps otherwise)."""
 TOOL_TURN = "<tool_call>\n{call}\n</tool_call>\nuser\n<tool_response>\nMasked.\n</tool_response>\nassistant\n"
 
 
@@ -66,29 +70,45 @@ def main(argv: list[str]) -> int:
     )
     data = Data(config)
     steps = min(STEPS, config.trainer.total_training_steps)
+    step_seconds = float(os.environ.get("STANDIN_STEP_S", "0"))
     if config.trainer.val_before_train:
         tracking.log(data.validation(0), step=0)
     for step in range(1, steps + 1):
+        time.sleep(step_seconds)  # a step of a real run takes minutes; the checkpoint keeper polls meanwhile
         metrics = data.training_step(step)
         if config.trainer.test_freq > 0 and (step == steps or step % config.trainer.test_freq == 0):
             metrics.update(data.validation(step))  # the trainer merges validation into the step's metrics
         tracking.log(metrics, step=step)
-    root = Path(config.trainer.default_local_dir)
-    actor = root / f"global_step_{steps}" / "actor"
-    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
-    model = Path(config.actor_rollout_ref.model.path)
+        if step == steps or step % config.trainer.save_freq == 0:  # verl's rule (ray_trainer.fit)
+            save_checkpoint(config, step, torch)
+    tracking.finish()
+    print("stand-in: done", flush=True)
+    return 0
+
+
+def save_checkpoint(config, step, torch):
+    """A checkpoint in ``FSDPCheckpointManager``'s layout with the starting model's weights, then what verl's
+    manager does after a save (``register_checkpoint``): older ``global_step_*`` folders beyond
+    ``trainer.max_actor_ckpt_to_keep`` are deleted, and the tracker file names the step."""
+    import shutil
+
     from transformers import AutoModelForImageTextToText
 
+    root = Path(config.trainer.default_local_dir)
+    actor = root / f"global_step_{step}" / "actor"
+    (actor / "huggingface").mkdir(parents=True, exist_ok=True)
+    model = Path(config.actor_rollout_ref.model.path)
     weights = AutoModelForImageTextToText.from_pretrained(model).state_dict()
     torch.save(weights, actor / "model_world_size_1_rank_0.pt")
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
     for item in model.iterdir():  # config, tokenizer and processor files, as verl saves them beside the shards
         if item.is_file() and item.suffix != ".safetensors":
             (actor / "huggingface" / item.name).write_bytes(item.read_bytes())
-    (root / "latest_checkpointed_iteration.txt").write_text(str(steps))
-    tracking.finish()
-    print("stand-in: done", flush=True)
-    return 0
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+    keep = config.trainer.max_actor_ckpt_to_keep
+    saved = sorted((p for p in root.glob("global_step_*") if p.is_dir()), key=lambda p: int(p.name.split("_")[-1]))
+    for old in saved[:-keep] if keep and keep > 0 else []:
+        shutil.rmtree(old)
 
 
 def load_dataset(config, files, processor, limit=None):

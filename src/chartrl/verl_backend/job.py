@@ -51,6 +51,10 @@ def verl_entry() -> tuple[str, ...]:
     return tuple(shlex.split(text))
 
 
+KEEPER_POLL_ENV = "CHARTRL_CHECKPOINT_POLL_S"
+"""Seconds between two looks for a checkpoint to keep (default 10; verl saves one every few minutes at most)."""
+
+
 class VerlJobError(ChartrlError):
     """verl failed, or the job's inputs cannot work together."""
 
@@ -248,7 +252,7 @@ def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict
     log.info("running verl: %s", " ".join(command[:3]) + f" ... ({len(command) - 3} overrides)")
     from chartrl.verl_backend.checkpoints import CheckpointKeeper
 
-    with CheckpointKeeper(job.files.checkpoints, job.keep_steps):
+    with CheckpointKeeper(job.files.checkpoints, job.keep_steps, float(os.environ.get(KEEPER_POLL_ENV, 10))):
         code = run_verl(command, env)
     if code != 0:
         run.finish("FAILED")
