@@ -80,7 +80,11 @@ def test_every_eval_series_finds_its_checkpoint_although_keep_last_is_one(rehear
 
 
 def test_every_report_panel_has_data(rehearsal):
+    assert panel_problems(rehearsal / "results/report") == []  # filled, or its reason shown in its place
     metrics = json.loads((rehearsal / "results/report/metrics.json").read_text())
+    unfilled = {p["id"] for p in metrics["panels"] if not p["filled"]}
+    # only what this run cannot have: one train seed, and per-type validation of synthetic question types
+    assert unfilled <= {"seed_spread"} | {f"training/{g}/val/accuracy_value" for g in ("v1", "v2", "v3")}, unfilled
     assert metrics["missing"] == [] if isinstance(metrics["missing"], list) else not metrics["missing"]
     for series in TRAIN_SERIES:
         curves = metrics["training"][series]["curves"]

@@ -162,10 +162,11 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
 
 def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
     """On the verl backend there is no ``test_accuracy`` rule (it rolls out with the local policy): each train
-    series' test accuracy per question type comes from the test generations of an eval series naming its last
-    checkpoint on the evaluate split (the generations contract is the same on both backends), read as the local
-    rule reads its rollouts (``chartrl.evaluate.test_accuracy``). Returns the ``test`` condition of each series
-    found and, per series, the eval series whose generations it read."""
+    series' test accuracy per question type comes from the test generations of an eval series of it on the
+    evaluate split, its last checkpoint if one names it, else the checkpoint an eval series names (the study
+    evaluates named steps: e1 at 65), read as the local rule reads its rollouts
+    (``chartrl.evaluate.test_accuracy``); the generations contract is the same on both backends. Returns the
+    ``test`` condition of each series found and, per series, the eval series whose generations it read."""
     import pyarrow.parquet as pq
 
     from chartrl.data.contract import read_split
@@ -174,9 +175,12 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
     dataset, split = config.resolved["evaluate"]["dataset"], config.resolved["evaluate"]["split"]
     owners = eval_series_of_generations(config)
     sources = {}
-    for owner, members in owners.items():
+    last_first = sorted(
+        owners.items(), key=lambda item: str(item[1][0].checkpoint) not in ("last", str(config.train.steps))
+    )
+    for owner, members in last_first:
         first = members[0]
-        if str(first.checkpoint) == "last" and (first.dataset, first.split) == (dataset, split):
+        if (first.dataset, first.split) == (dataset, split):
             if (results / "eval" / owner / "generations.parquet").is_file():
                 sources.setdefault(first.of, owner)
     split_file = results / "data" / dataset / f"{split}.parquet"

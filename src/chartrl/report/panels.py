@@ -145,8 +145,8 @@ def curve_panels(metrics: Mapping[str, Any], config: Config, generation: str) ->
 def _no_generations_reason(config: Config, missing: Sequence[str]) -> str:
     if config.backend == "verl":
         return (
-            f"{', '.join(missing)}: no test generations of their last checkpoint (on the verl backend a train "
-            "series is tested only through an eval series naming its last checkpoint on the evaluate split)"
+            f"{', '.join(missing)}: no test generations (on the verl backend a train series is tested only through "
+            "an eval series of it on the evaluate split)"
         )
     return f"{', '.join(missing)}: no results/eval/{{series}}/test_accuracy.json"
 
@@ -174,10 +174,11 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
     missing = [sid for sid in train_ids if sid not in series]
     note = None
     if verl and series:
+        checkpoints = {s.id: s.checkpoint for s in config.eval_series}
+        used = sorted(f"{owner} (checkpoint {checkpoints.get(owner)})" for owner in ta.get("sources", {}).values())
         note = (
-            "verl backend: computed from the eval series' test generations "
-            f"({', '.join(sorted(ta.get('sources', {}).values()))}), the first sample of each question"
-            + ("" if config.evaluate.greedy else " (evaluate.greedy is off: a sampled answer)")
+            f"verl backend: computed from the eval series' test generations ({', '.join(used)}), the first sample "
+            "of each question" + ("" if config.evaluate.greedy else " (evaluate.greedy is off: a sampled answer)")
         )
         if missing:
             note += "; " + _no_generations_reason(config, missing)
