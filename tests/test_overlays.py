@@ -16,7 +16,7 @@ from chartrl.config import ConfigError, load_config, read_config_files
 from chartrl.tools.registry import TOOLS
 from chartrl.tools.study_checks import tool_data_problems
 
-from conftest import REPO
+from conftest import REPO, snakemake
 
 GPU = REPO / "config" / "gpu.yaml"
 REHEARSAL = REPO / "config" / "rehearsal.yaml"
@@ -149,8 +149,6 @@ def test_a_gpu_count_that_does_not_divide_the_batch_is_refused(tmp_path):
 
 
 def test_snakemake_refuses_a_study_without_boxes_before_anything_runs(tmp_path):
-    from conftest import snakemake
-
     data = yaml.safe_load(GPU.read_text())
     data["datasets"]["chartqa"] = {
         "source": "chartqa_hf",

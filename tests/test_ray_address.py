@@ -14,7 +14,7 @@ import pytest
 from chartrl.config import ConfigError, parse_config
 from chartrl.launch import LaunchError, ray_address
 
-from conftest import REPO, raw_default_config
+from conftest import REPO, raw_default_config, snakemake
 
 ACCEPTED = [
     ("http://head-node:8265", "http://head-node:8265"),
@@ -72,8 +72,6 @@ def test_chartrl_launch_refuses_a_gcs_address_before_submitting():
 
 
 def test_the_workflow_stops_on_a_gcs_ray_address_before_any_job(tmp_path, monkeypatch):
-    from conftest import snakemake
-
     monkeypatch.setenv("RAY_ADDRESS", "head-node:6379")
     result = snakemake(tmp_path, "-n", check=False)
     assert result.returncode != 0

@@ -8,6 +8,8 @@ import pytest
 from chartrl import tracking
 from chartrl.config import MlflowSettings
 
+from conftest import REPO, snakemake
+
 
 @pytest.fixture
 def settings(tmp_path):
@@ -132,8 +134,6 @@ def test_extra_seeds_run_beside_the_main_run(settings, default_config):
 
 
 def test_the_seeds_rules_name_their_runs_as_extra_seeds(tmp_path):
-    from conftest import REPO, snakemake
-
     printed = snakemake(tmp_path, "-n", "-p", f"--configfile={REPO / 'config/seeds.yaml'}").stdout
     lines = [line for line in printed.splitlines() if "results/seeds/e1/seed2" in line and "chartrl " in line]
     assert len(lines) == 2  # train_seed and seed_test_accuracy of e1, seed 2
@@ -147,8 +147,6 @@ def test_the_trainer_refuses_an_extra_seed_that_is_not_the_specs(capsys, default
 
     from chartrl.cli import main
     from chartrl.config import to_plain
-
-    from conftest import REPO
 
     names = ("train", "rollout", "prompts", "tools", "judge")
     spec = {"series": {"id": "e1", **to_plain(default_config.resolved["series"]["e1"])}}

@@ -104,6 +104,8 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
     evaluation |= {"e9/diagonal", "e14/diagonal", "report"}
+    # per-type test accuracy of every train series and of the warm-started start, tools on and off
+    evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
     assert set(runs) == expected | evaluation
     e10 = runs["e10/train"].data
