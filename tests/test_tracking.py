@@ -4,6 +4,7 @@ extra seeds beside the main run, series described, test accuracy logged, secrets
 from __future__ import annotations
 
 import pytest
+from mlflow_workers import log_one_run
 
 from chartrl import tracking
 from chartrl.config import MlflowSettings
@@ -69,21 +70,13 @@ def test_flatten_params():
     }
 
 
-def _log_one_run(args):
-    uri, name = args
-    settings = MlflowSettings(tracking_uri=uri, experiment="concurrent")
-    with tracking.stage_run(settings, f"{name}/data", {"stage": "data"}, {"n": 1}) as run:
-        run.log_metrics({"rows": 1})
-    return run.run_id
-
-
 def test_jobs_starting_together_on_a_fresh_store_do_not_collide(tmp_path):
     """Two data cards finishing at once used to race on creating the SQLite schema ("duplicate column")."""
     import multiprocessing
 
     uri = f"sqlite:///{tmp_path}/fresh.db"
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        run_ids = pool.map(_log_one_run, [(uri, f"d{i}") for i in range(4)])
+        run_ids = pool.map(log_one_run, [(uri, f"d{i}") for i in range(4)])
     assert len(set(run_ids)) == 4
 
 
