@@ -271,6 +271,10 @@ class Trainer:
             degenerate = [len({scores[i] for i in np.flatnonzero(groups == g)}) == 1 for g in sorted(set(groups))]
             keep = [i for i in range(len(episodes)) if not (job.train.exclude_degenerate and degenerate[groups[i]])]
         with timer("update_actor", metrics):
+            lr = job.train.lr_at(step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            metrics["actor/lr"] = lr
             metrics.update(self.update(batch.select(keep)) if keep else {"actor/skipped": 1.0})
         for part in scored[0]:
             metrics[f"reward/{part}"] = sum(s[part] for s in scored) / len(scored)
@@ -327,7 +331,6 @@ class Trainer:
         return {
             **{k: v / epochs for k, v in totals.items()},
             "actor/grad_norm": float(grad_norm),
-            "actor/lr": job.train.lr,
         }
 
     def validate(self) -> dict[str, float]:

@@ -259,6 +259,9 @@ def _actor_overrides(config: Config) -> list[str]:
     actor = "actor_rollout_ref.actor"
     return [
         override(f"{actor}.optim.lr", train.lr),
+        override(f"{actor}.optim.lr_warmup_steps", train.lr_warmup_steps),
+        override(f"{actor}.optim.lr_scheduler_type", train.lr_scheduler),
+        override(f"{actor}.optim.min_lr_ratio", train.min_lr_ratio),
         override(f"{actor}.optim.weight_decay", train.weight_decay),
         override(f"{actor}.optim.betas", [0.9, 0.98]),  # the local trainer's AdamW betas
         override(f"{actor}.ppo_mini_batch_size", verl.ppo_mini_batch_size),
