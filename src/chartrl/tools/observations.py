@@ -1,7 +1,9 @@
 """How tools word what they did: one line of text the model reads after its call.
 
 Model-chosen strings (labels, tool names) are shown shortened and on one line, so a huge or multi-line argument
-cannot blow up the conversation; chart labels are shown as the chart writes them.
+cannot blow up the conversation; chart labels are shown as the chart writes them. Every observation line is
+storable text: a lone surrogate (what the JSON escape ``"\\ud800"`` in a tool call decodes to) is written back as
+its escape, since no tokenizer, parquet file or UTF-8 stream takes it.
 """
 
 from __future__ import annotations
@@ -20,9 +22,20 @@ MAX_OBSERVATION = 1200
 AXIS_WORDS = {"x_values": "x value", "y_values": "y value"}
 
 
+def storable(text: str) -> str:
+    """``text`` unchanged when it encodes as UTF-8, else with each lone surrogate written as its escape
+    (``"\\ud800"``): the string a model meant, in a form every tokenizer and file format accepts."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def one_line(text: str, limit: int = MAX_OBSERVATION) -> str:
-    """``text`` with all whitespace runs (newlines included) folded to one space, cut to ``limit`` characters."""
-    folded = " ".join(text.split())
+    """``text`` with all whitespace runs (newlines included) folded to one space, cut to ``limit`` characters,
+    lone surrogates escaped (:func:`storable`)."""
+    folded = " ".join(storable(text).split())
     return folded if len(folded) <= limit else folded[: limit - 3] + "..."
 
 
