@@ -12,7 +12,7 @@ from typing import Any
 
 from PIL import Image
 
-from chartrl.tools.observations import storable
+from chartrl.files import storable
 
 PARSE_ERROR_KINDS = (
     "bad_tag",  # <tool_call> tags unbalanced, unclosed or nested

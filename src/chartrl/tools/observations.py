@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from chartrl.files import storable
+
 MAX_SHOWN = 60
 """Characters of one model-chosen value shown back to the model."""
 MAX_LISTED = 40
@@ -20,16 +22,6 @@ MAX_OBSERVATION = 1200
 """Characters of one observation line (verl truncates tool responses too: max_tool_response_length)."""
 
 AXIS_WORDS = {"x_values": "x value", "y_values": "y value"}
-
-
-def storable(text: str) -> str:
-    """``text`` unchanged when it encodes as UTF-8, else with each lone surrogate written as its escape
-    (``"\\ud800"``): the string a model meant, in a form every tokenizer and file format accepts."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def one_line(text: str, limit: int = MAX_OBSERVATION) -> str:
