@@ -17,6 +17,7 @@ class TooManyJudgeFailures(ChartrlError):
     """More of the items sent to the judge ended without a verdict than ``judge.max_judge_failure_fraction``
     allows; the message names the endpoint."""
 
+
 SCORER_JUDGES = {"rule": "rule", "judge": "judge", "panel": "panel"}
 
 
