@@ -44,6 +44,8 @@ rule data_card:
         experiment=CFG.mlflow.experiment,
     log:
         "results/logs/data/{dataset}/card.log",
+    benchmark:
+        "results/benchmarks/data/{dataset}/card.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:

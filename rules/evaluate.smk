@@ -88,8 +88,15 @@ rule score:
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
         scorer="rule|judge|panel",
+    # A judge or panel score talks to an endpoint: the client retries each request with backoff, and a rule-level
+    # retry covers an outage longer than that (verdicts already given are cached, so a retry asks only the rest).
+    retries: 2
+    resources:
+        mem_mb=2048,
     log:
         "results/logs/eval/{series}/score_{scorer}.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/score_{scorer}.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -113,6 +120,8 @@ rule diagonal:
         series="|".join(DIAGONALS) or "(?!)",
     log:
         "results/logs/eval/{series}/diagonal.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/diagonal.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -142,6 +151,8 @@ rule test_accuracy:
     threads: CFG.evaluate.threads
     log:
         "results/logs/eval/{series}/test_accuracy.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/test_accuracy.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -168,6 +179,8 @@ rule warmstart_test_accuracy:
     threads: CFG.evaluate.threads
     log:
         "results/logs/eval/warmstart/test_accuracy_tools_{mode}.log",
+    benchmark:
+        "results/benchmarks/eval/warmstart/test_accuracy_tools_{mode}.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -11,6 +11,8 @@ rule base_model:
         spec=lambda wildcards: config_slice("model", "tools"),
     log:
         "results/logs/model/base_model.log",
+    benchmark:
+        "results/benchmarks/model/base_model.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:

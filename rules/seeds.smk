@@ -27,6 +27,8 @@ rule train_seed:
     threads: CFG.train.threads
     log:
         "results/logs/seeds/{series}/seed{seed}/train.log",
+    benchmark:
+        "results/benchmarks/seeds/{series}/seed{seed}/train.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:
@@ -55,6 +57,8 @@ rule seed_test_accuracy:
     threads: CFG.evaluate.threads
     log:
         "results/logs/seeds/{series}/seed{seed}/test_accuracy.log",
+    benchmark:
+        "results/benchmarks/seeds/{series}/seed{seed}/test_accuracy.tsv"
     conda:
         "../envs/cpu.yaml"
     shell:

@@ -205,3 +205,18 @@ def test_test_accuracy_is_logged_on_its_own_run_under_the_train_run(settings, tm
         by_type = result[condition]["accuracy_by_question_type"]
         assert by_type and all(metrics[f"{condition}/accuracy_{t}"] == pytest.approx(v) for t, v in by_type.items())
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["test_accuracy.json"]
+
+
+def test_the_experiment_opens_on_its_training_runs(settings):
+    # MLflow 3 opens an experiment without a kind in its GenAI view; ours is a model-training experiment
+    with tracking.stage_run(settings, "synthchart/data", {"stage": "data"}, {}):
+        pass
+    client = tracking._client(settings)
+    experiment = client.get_experiment_by_name(settings.experiment)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    # an experiment made without the tag (by hand, or by an older chartrl) gets it on the next run
+    other = MlflowSettings(tracking_uri=settings.tracking_uri, experiment="made-by-hand")
+    client.create_experiment("made-by-hand")
+    with tracking.stage_run(other, "synthchart/data", {"stage": "data"}, {}):
+        pass
+    assert client.get_experiment_by_name("made-by-hand").tags["mlflow.experimentKind"] == "custom_model_development"

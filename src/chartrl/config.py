@@ -302,6 +302,8 @@ class JudgeConfig:
     backoff_initial_s: float
     backoff_max_s: float
     timeout_s: float
+    max_judge_failure_fraction: float
+    """Above this share of the sent items ending as judge failures, scoring fails naming the endpoint."""
     cache_path: str | None
     panel: PanelConfig
 

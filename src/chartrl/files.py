@@ -56,6 +56,17 @@ def write_atomically(target: str | Path, write: Callable[[Path], None]) -> Path:
     return Path(target)
 
 
+def storable(text: str) -> str:
+    """``text`` unchanged when it encodes as UTF-8, else with each lone surrogate written as its escape
+    (``"\\ud800"``). A lone surrogate is what the JSON escape of half a UTF-16 pair decodes to (in a model's tool
+    call, in a source file's record); no UTF-8 file, stream or tokenizer takes it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def write_json(target: str | Path, data: Any) -> Path:
     """Write JSON atomically, pretty-printed, with a trailing newline."""
     text = json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False, default=str) + "\n"

@@ -1,7 +1,9 @@
 """MLflow conventions, in one place.
 
 - One experiment per config (``mlflow.experiment``); the default store is ``sqlite:///results/mlflow.db`` and
-  artifacts go beside it (``results/mlartifacts/``).
+  artifacts go beside it (``results/mlartifacts/``). The experiment is tagged with MLflow 3's experiment kind
+  ``custom_model_development`` (``mlflow.experimentKind``), so the UI opens it on its training runs, not on the
+  GenAI (traces) view.
 - One run per (subject, stage), named ``{subject}/{stage}`` (``e1/train``, ``synthchart/data``, ``e1/test``),
   tagged with ``stage`` and whatever else the stage knows (``series``, ``generation``, ``reward``, ``algorithm``,
   ``tools``, ``backend``, ``dataset``, ``seed``). A run of an extra seed has a name of its own
@@ -34,6 +36,10 @@ log = logging.getLogger(__name__)
 
 SUPERSEDED_TAG = "chartrl.superseded"
 SUPERSEDED_BY_TAG = "chartrl.superseded_by"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+"""MLflow 3's kind for a model-training experiment (the UI's ``CUSTOM_MODEL_DEVELOPMENT``; ``genai_development``
+is the other), which decides the view the experiment opens on."""
 DESCRIPTION_TAG = "mlflow.note.content"
 """MLflow's run description (shown on the run's page)."""
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -114,9 +120,15 @@ def experiment_id(client, settings: MlflowSettings) -> str:
     with _store_lock(settings.tracking_uri):
         experiment = client.get_experiment_by_name(settings.experiment)
         if experiment is not None:
+            if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag was set, or by hand
+                client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return experiment.experiment_id
         try:
-            return client.create_experiment(settings.experiment, artifact_location=artifact_root(settings.tracking_uri))
+            return client.create_experiment(
+                settings.experiment,
+                artifact_location=artifact_root(settings.tracking_uri),
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+            )
         except MlflowException:  # created a moment ago by a job on another store client (a server store)
             experiment = client.get_experiment_by_name(settings.experiment)
             if experiment is None:

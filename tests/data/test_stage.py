@@ -72,7 +72,7 @@ EXPECTED_REJECTS = {
     "test_human.json[6]": "missing field(s) label",
     f"{Path(GOOD_CHART).stem}-h2": "empty answer",
     f"{Path(GOOD_CHART).stem}-h3": "empty question",
-    "test_human.json[9]": "record is a str",
+    "test_human.json[9]": "record is a string",
 }
 
 

@@ -59,7 +59,7 @@ def _generations(path):
     return path
 
 
-def _score(tmp_path, server, out):
+def _score(tmp_path, server, out, check: bool = True, **judge_settings):
     spec = {
         "series": {
             "id": "e5",
@@ -77,6 +77,7 @@ def _score(tmp_path, server, out):
             "cache_path": str(tmp_path / "cache.sqlite"),
             "backoff_initial_s": 0.01,
             "backoff_max_s": 0.05,
+            **judge_settings,
         },
     }
     env = dict(os.environ, CHARTRL_TEST_KEY="sk-test-secret-value-123")
@@ -99,8 +100,10 @@ def _score(tmp_path, server, out):
         "score-test",
     ]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
     assert "sk-test-secret-value-123" not in result.stderr
+    if not check:
+        return result
+    assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(out.read_text())
 
 
@@ -116,3 +119,19 @@ def test_a_rerun_with_the_judge_cached_makes_no_request(tmp_path):
     assert verdicts == ["correct", "correct", "incorrect", "correct", "incorrect"]
     assert [item["verdict"] for item in second["items"]] == verdicts
     assert first["aggregate"]["judge"]["model"] == "judge-model"
+
+
+def test_unreadable_replies_beyond_the_bound_fail_the_score_naming_the_endpoint(tmp_path):
+    # every reply lacks a verdict: four items sent, all four judge failures, one never sent (no answer tag)
+    _generations(tmp_path / "generations.parquet")
+    with FakeJudgeServer(plan=lambda question, attempt: "garbage") as server:
+        result = _score(tmp_path, server, tmp_path / "refused.json", check=False, max_retries=0)
+        assert result.returncode != 0 and not (tmp_path / "refused.json").exists()
+        assert server.base_url in result.stderr and "judge-model" in result.stderr
+        assert "4 of 4 items sent to the judge" in result.stderr
+        assert "judge.max_judge_failure_fraction 5.0%" in result.stderr
+        accepted = _score(tmp_path, server, tmp_path / "accepted.json", max_retries=0, max_judge_failure_fraction=1.0)
+    aggregate = accepted["aggregate"]
+    assert (aggregate["sent_to_judge"], aggregate["not_sent"], aggregate["judge_failures"]) == (4, 1, 4)
+    assert aggregate["judge_failure_fraction"] == 1.0
+    assert [item["sent_to_judge"] for item in accepted["items"]] == [True, True, True, True, False]

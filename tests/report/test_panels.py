@@ -60,3 +60,14 @@ def test_has_data_reads_paths_into_metrics():
     assert has_data(metrics, [["training", "e1", "curves", "val/accuracy"]])
     assert has_data(metrics, [["seeds", "1"]])  # integer keys, as collected, read as metrics.json writes them
     assert not has_data(metrics, [["training", "e1", "curves", "reward/overall"], ["training", "e2"]])
+
+
+def test_the_title_names_the_experiment_once(empty_report):
+    import re
+
+    _, report = empty_report
+    page = (report / "index.html").read_text()
+    experiment = json.loads((report / "metrics.json").read_text())["experiment"]
+    for tag in ("title", "h1"):
+        title = re.findall(rf"<{tag}>(.*?)</{tag}>", page)[0]  # the page's own (figures hold SVG titles too)
+        assert title.count(experiment) == 1, title  # not "chartrl: chartrl"

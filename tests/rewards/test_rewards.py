@@ -447,3 +447,25 @@ def test_a_zero_delta_switches_its_term_off_exactly(name, delta, params, accurac
     assert ra["overall"] - ra["tool_bonus"] == pytest.approx(rb["overall"] - rb["tool_bonus"], abs=1e-12)
     if delta != "d_tool" or params["tool_bonus"] == 0:
         assert ra["overall"] == rb["overall"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["<think>", "</think>", "<answer>", "</answer>", " ", "\n", "\u2028", "\x1c", "x", "<"]),
+        max_size=12,
+    ).map("".join)
+)
+def test_r1v_format_gives_easyr1s_verdict(response):
+    # the linear check agrees with EasyR1's regex on every arrangement of its tags, whitespace and text
+    assert combine_module.r1v_format(response) == float(bool(combine_module.R1V_FORMAT.fullmatch(response)))
+
+
+def test_r1v_format_is_linear():
+    # 20,000 closing think tags each followed by an opening answer tag: 37 s with the regex
+    import time
+
+    response = "<think>" + "</think>x<answer>" * 20_000 + "</answer>"
+    start = time.perf_counter()
+    assert combine_module.r1v_format(response) == 0.0
+    assert time.perf_counter() - start < 0.5

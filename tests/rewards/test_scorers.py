@@ -31,6 +31,7 @@ def test_rule_scorer_aggregates_overall_per_subset_and_tools():
     assert aggregate["tool_success"] == pytest.approx(2 / 3)  # of the three tool-calling items, two executed
     assert [i["verdict"] for i in result["items"]] == ["correct", "incorrect", "incorrect", "correct"]
     assert [i["id"] for i in result["items"]] == ["h1", "h2", "h3", "a1"] and "judge" not in aggregate
+    assert "not_sent" not in aggregate  # the rule scorer sends nothing anywhere
 
 
 def test_judge_scorer_says_which_judge_and_that_it_is_not_an_llm():
@@ -53,6 +54,8 @@ def test_judge_failures_are_counted_not_scored_incorrect():
     result = get_scorer("judge")(ITEMS, judge=FailingJudge())
     aggregate = result["aggregate"]
     assert aggregate["judge_failures"] == 3 and aggregate["judged"] == 1  # the untagged item is simply incorrect
+    # failures and items never sent (no answer tag) are reported apart
+    assert (aggregate["sent_to_judge"], aggregate["not_sent"], aggregate["judge_failure_fraction"]) == (3, 1, 1.0)
     assert aggregate["accuracy"] == 0.0 and aggregate["n"] == 4
     assert [i["verdict"] for i in result["items"]].count("judge_failure") == 3
 

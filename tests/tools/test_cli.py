@@ -157,3 +157,14 @@ def test_the_installed_command_exits_0_on_an_invalid_call(chart_files, tmp_path)
         timeout=120,
     )
     assert run.returncode == 0 and run.stdout.startswith("Error: <tool_call> is never closed")
+
+
+def test_a_lone_surrogate_in_the_call_prints_as_its_escape(chart_files, tmp_path, capsys):
+    # the JSON escape "\ud800" decodes to a lone surrogate, which no UTF-8 stream takes; it is shown escaped
+    _, image, bboxes = chart_files
+    call = '<tool_call>{"name": "focus_on_x_values_with_mask", "arguments": {"x_values": ["\\ud800"]}}</tool_call>'
+    assert apply(image, bboxes, call, tmp_path / "out.png", "--json") == 0
+    out = capsys.readouterr().out
+    out.encode("utf-8")
+    report = json.loads(out)
+    assert report["error_kind"] == "unknown_label" and "\\ud800" in report["observation"]

@@ -129,6 +129,9 @@ def test_zoom_rules_hold_on_every_fixture_chart():
         ([0.1, 0.6, 0.3, 0.5], "is empty or inverted"),
         # not a list at all
         ("0.1, 0.2, 0.3, 0.4", "bbox_2d must be 4 numbers"),
+        # an integer of 400 digits: past what a float holds, shown shortened (it raised OverflowError)
+        ([int("9" * 400), 0, 1, 1], "bbox_2d ['" + "9" * 20),
+        ([0, 0, -(10**400), 1], "lies outside [0, 1]"),
     ],
 )
 def test_bad_boxes_are_errors_and_leave_the_chart_unchanged(box, message):

@@ -22,6 +22,15 @@ Label bands for bar charts come, in this order, from:
    ``figure_bbox``), JSON or JSONL, matched by image file name.
 3. neither: empty boxes and chart type ``unknown``, counted in the card.
 
+Records are checked one by one, and each bad one is rejected with a reason and its place in the source file
+(``test_human.json[12]``): a missing field, a query or image name that is not text, a record that repeats an
+earlier one of the split (same image, question and answer: rejected as a duplicate, not kept under a new id).
+Labels are kept in one declared form (:func:`answer_text`): text as written (trimmed); a number as its decimal
+text; a list of values as ChartQA's multi-value form ``[v1, v2]`` (what relaxed accuracy reads as a list), a list
+of one value as that value. Row ids are ``{image stem}-{h|a}{n}``; when two image names of the split share a stem
+(``a.png`` and ``a.jpg``) the whole name stands in for the stem, so ids never collide. JSON files must be UTF-8
+(RFC 8259); one in another encoding stops the split with a message naming the file and how to convert it.
+
 Hugging Face layout (``HuggingFaceM4/ChartQA``): parquet files with ``image`` (an image struct),
 ``query``, ``label`` (a list with the answer) and ``human_or_machine`` (0 human, 1 machine), loaded with
 ``datasets.load_dataset`` from a hub id or from a local folder laid out like the hub repository
@@ -33,8 +42,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +131,22 @@ def bands_from_annotation(
 # --------------------------------------------------------------------------------------------------------------
 
 
+def read_utf8(path: Path, what: str) -> str:
+    """The text of a JSON source file, which must be UTF-8 (a BOM is allowed); anything else is a
+    DataSourceError naming the file and the fix."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataSourceError(
+            f"{what} {path} is not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}); JSON files must be "
+            f"UTF-8. If it was saved as Latin-1, convert it: iconv -f latin1 -t utf-8 '{path}' > fixed.json && "
+            f"mv fixed.json '{path}'"
+        ) from err
+
+
 def _read_json_records(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text()
+    text = read_utf8(path, "ReFocus box file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -175,7 +200,7 @@ def _load_records(path: Path, key_hint: str) -> list[Any]:
     if not path.is_file():
         raise DataSourceError(f"ChartQA file {path} does not exist; check {key_hint} (the 'ChartQA Dataset' folder)")
     try:
-        records = json.loads(path.read_text())
+        records = json.loads(read_utf8(path, "ChartQA file"))
     except json.JSONDecodeError as err:
         raise DataSourceError(f"ChartQA file {path} is not valid JSON: {err}") from err
     if not isinstance(records, list):
@@ -209,7 +234,9 @@ class _ChartCache:
         extra: dict[str, Any] = {"imgname": imgname, "image_size": [width, height]}
         if annotation_path.is_file():
             try:
-                annotation = json.loads(annotation_path.read_text())
+                annotation = json.loads(annotation_path.read_bytes().decode("utf-8-sig"))
+            except UnicodeDecodeError as err:
+                raise RowRejected(f"annotation {annotation_path.name} is not UTF-8 (offset {err.start})") from err
             except json.JSONDecodeError as err:
                 raise RowRejected(f"annotation {annotation_path.name} is not valid JSON: {err}") from err
             chart_type, bboxes, plot_area = bands_from_annotation(annotation, width, height)
@@ -292,6 +319,8 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
             str(r["imgname"]) for records in loaded.values() for r in records if isinstance(r, dict) and "imgname" in r
         ]
         keep = carved_charts(names, options["carve"], split)
+    id_stems = _id_stems(name for records in loaded.values() for name in _imgnames(records))
+    first_of: dict[tuple[str, str, str], tuple[str, str]] = {}  # (imgname, query, answer) -> (id, source)
     for subset, file_name in subsets:
         records = loaded[file_name]
         progress = Progress(f"{dataset.name}/{split} {subset}", len(records), log, unit="rows")
@@ -300,29 +329,48 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
             progress.advance()
             where = f"{file_name}[{k}]"
             if not isinstance(record, dict):
-                yield Rejected(where, f"record is a {type(record).__name__}, not an object")
+                yield Rejected(where, f"record is {_json_kind(record)}, not an object", where)
                 continue
             missing = [f for f in REQUIRED_FIELDS if f not in record or record[f] is None]
             if missing:
-                yield Rejected(where, f"missing field(s) {', '.join(missing)}")
+                yield Rejected(where, f"missing field(s) {', '.join(missing)}", where)
                 continue
-            imgname = str(record["imgname"])
+            imgname, query = record["imgname"], record["query"]
+            if not isinstance(imgname, str) or not imgname:
+                yield Rejected(where, f"imgname is {_json_kind(imgname)}, not a file name", where)
+                continue
+            if Path(imgname).name != imgname:  # no id: its stem could be a kept chart's
+                yield Rejected(where, f"imgname {imgname!r} is not a plain file name", where)
+                continue
             if keep is not None and imgname not in keep:
                 continue  # carved into another split
             n = per_image.get(imgname, 0)
             per_image[imgname] = n + 1
-            row_id = f"{Path(imgname).stem}-{subset[0]}{n}"
+            row_id = f"{id_stems[imgname]}-{subset[0]}{n}"
+            if not isinstance(query, str):
+                yield Rejected(row_id, f"query is {_json_kind(query)}, not text", where)
+                continue
             try:
+                answer = answer_text(record["label"])
                 png, chart_type, bboxes, chart_extra = charts.get(imgname)
             except RowRejected as err:
-                yield Rejected(row_id, str(err))
+                yield Rejected(row_id, str(err), where)
                 continue
-            query, label = str(record["query"]), str(record["label"])
+            key = (imgname, query.strip(), answer)
+            if key in first_of:
+                first_id, first_where = first_of[key]
+                yield Rejected(
+                    row_id,
+                    f"duplicate record: the same image, question and answer as {first_id} ({first_where})",
+                    where,
+                )
+                continue
+            first_of[key] = (row_id, where)
             yield Row(
                 id=row_id,
                 images=[png],
                 problem=f"{IMAGE_PLACEHOLDER}\n{query}",
-                answer=label.strip(),
+                answer=answer,
                 data_source=f"chartqa_{subset}",
                 chart_type=chart_type,
                 bboxes=bboxes,
@@ -335,6 +383,74 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
                     **chart_extra,
                 },
             )
+
+
+def _imgnames(records: Sequence[Any]) -> Iterator[str]:
+    """The plain image file names of ``records`` (the others are rejected)."""
+    names = (r.get("imgname") for r in records if isinstance(r, dict))
+    return (name for name in names if isinstance(name, str) and Path(name).name == name)
+
+
+def _id_stems(imgnames: Iterable[str]) -> dict[str, str]:
+    """Image name -> the stem its row ids start with: the file's stem, or the whole name when another image of
+    the split has the same stem (``a.png``, ``a.jpg``), so the ids of different charts never collide."""
+    names = set(imgnames)
+    stems = Counter(Path(name).stem for name in names)
+    return {name: Path(name).stem if stems[Path(name).stem] == 1 else name for name in names}
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in words, never its repr (a card must read the same on every run)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string" if value else "an empty string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+LIST_SEPARATORS = (",", ";", "[", "]")
+"""Characters a value of a multi-value answer may not hold: ``[v1, v2]`` could not be read back."""
+
+
+def _scalar_text(value: Any, what: str) -> str:
+    if isinstance(value, bool):
+        raise RowRejected(f"{what} is a boolean, not an answer; write it as text")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise RowRejected(f"{what} is not a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        return value.strip()
+    raise RowRejected(f"{what} is {_json_kind(value)}, not text or a number")
+
+
+def answer_text(label: Any) -> str:
+    """A record's ``label`` in the declared answer form (module doc): text, a number's decimal text, or a list
+    of values as ``[v1, v2]``; anything else raises RowRejected with the reason."""
+    if not isinstance(label, list):
+        return _scalar_text(label, "label")
+    if not label:
+        raise RowRejected("empty answer (label is an empty list)")
+    values = [_scalar_text(value, f"label item {k}") for k, value in enumerate(label)]
+    if len(values) == 1:
+        return values[0]
+    for value in values:
+        if not value or any(mark in value for mark in LIST_SEPARATORS):
+            raise RowRejected(
+                f"label list: item {value!r} is empty or holds one of {' '.join(LIST_SEPARATORS)}; the list "
+                "cannot be written as [v1, v2]"
+            )
+    return "[" + ", ".join(values) + "]"
 
 
 # --------------------------------------------------------------------------------------------------------------

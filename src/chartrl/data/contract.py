@@ -12,14 +12,18 @@ One row per question::
     split        str          train | val | test
     extra        str (JSON)   source-specific metadata (question, subset human/augmented/synthetic, ...)
 
-A row that breaks the contract is not written: it becomes a :class:`Rejected` entry (id and reason) that the
-card lists. Nothing is dropped silently.
+A row that breaks the contract is not written: it becomes a :class:`Rejected` entry (id, where it sits in the
+source, and reason) that the card lists. Nothing is dropped silently. Every text field must be storable as UTF-8:
+a row holding a lone surrogate (the JSON escape of half a UTF-16 pair, ``"\\ud800"``) is rejected, since
+parquet, tokenizers and the card's JSON all refuse it. Reasons are stable between runs: they never carry an
+object's memory address.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from chartrl.files import write_atomically
+from chartrl.files import storable, write_atomically
 
 IMAGE_PLACEHOLDER = "<image>"
 CONTRACT_VERSION = "1"
@@ -98,11 +102,32 @@ class Row:
         )
 
 
+_MEMORY_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
+
+
+def readable_reason(text: str) -> str:
+    """``text`` as a card shows it: lone surrogates escaped, memory addresses (``<_io.BytesIO object at 0x7f..>``,
+    in PIL's messages) taken out, so identical runs write identical cards."""
+    return _MEMORY_ADDRESS.sub("", storable(str(text)))
+
+
 @dataclass(frozen=True)
 class Rejected:
     id: str
     """The row's id, or where it sits in the source (``test_human.json[12]``) when it has no usable id."""
     reason: str
+    source: str = ""
+    """Where the row sits in the source (``test_human.json[12]``), when the reader knows: unique per row even when
+    two rows carry one id."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", readable_reason(self.id))
+        object.__setattr__(self, "reason", readable_reason(self.reason))
+        object.__setattr__(self, "source", readable_reason(self.source))
+
+    def to_dict(self) -> dict[str, str]:
+        """The reject as the rejects file and the card list it."""
+        return {"id": self.id, **({"source": self.source} if self.source else {}), "reason": self.reason}
 
 
 def empty_bboxes() -> dict[str, dict[str, list[float]]]:
@@ -141,10 +166,37 @@ def check_box(box: Any) -> str | None:
     return None
 
 
+def unstorable_text(row: Row) -> str | None:
+    """None when every text field of ``row`` encodes as UTF-8, else which field holds a lone surrogate, and where."""
+    fields = {
+        "id": row.id,
+        "problem": row.problem,
+        "answer": row.answer,
+        "data_source": row.data_source,
+        "bboxes": json.dumps(row.bboxes, ensure_ascii=False),
+        "extra": json.dumps(row.extra, ensure_ascii=False, sort_keys=True),
+    }
+    for name, text in fields.items():
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            escaped = text[err.start : err.end].encode("utf-8", "backslashreplace").decode()
+            return (
+                f"text not storable as UTF-8: {name} holds the lone surrogate {escaped} at character {err.start} "
+                "(half of a UTF-16 pair); fix the source row"
+            )
+    return None
+
+
 def check_row(row: Row) -> None:
     """Raise RowRejected when ``row`` breaks the contract."""
     if not row.id or not isinstance(row.id, str):
         raise RowRejected("empty id")
+    problem = unstorable_text(row)
+    if problem:
+        raise RowRejected(problem)
     if not row.images:
         raise RowRejected("no image")
     if row.problem.count(IMAGE_PLACEHOLDER) != 1:

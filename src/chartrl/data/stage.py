@@ -42,13 +42,14 @@ def collect_split(dataset: DatasetConfig, split: str, root: Path, threads: int =
         if isinstance(item, Rejected):
             rejects.append(item)
             continue
+        source = str(item.extra.get("source_row", "")) if isinstance(item.extra, dict) else ""
         try:
             check_row(item)
         except RowRejected as err:
-            rejects.append(Rejected(item.id or "<no id>", str(err)))
+            rejects.append(Rejected(item.id or "<no id>", str(err), source))
             continue
         if item.id in first_seen:
-            rejects.append(Rejected(item.id, f"duplicate id (first seen at row {first_seen[item.id]})"))
+            rejects.append(Rejected(item.id, f"duplicate id (first seen at row {first_seen[item.id]})", source))
             continue
         first_seen[item.id] = len(rows)
         rows.append(item)
@@ -61,7 +62,9 @@ def check_reject_fraction(dataset: DatasetConfig, split: str, n_rows: int, rejec
         raise DataSourceError(f"dataset {dataset.name} split {split}: the source yielded no rows at all")
     fraction = len(rejects) / total
     if fraction > dataset.max_reject_fraction:
-        listed = "\n".join(f"  {r.id}: {r.reason}" for r in rejects[:MAX_REJECTS_IN_MESSAGE])
+        listed = "\n".join(
+            f"  {r.id}{f' ({r.source})' if r.source else ''}: {r.reason}" for r in rejects[:MAX_REJECTS_IN_MESSAGE]
+        )
         more = len(rejects) - MAX_REJECTS_IN_MESSAGE
         raise TooManyRejects(
             f"dataset {dataset.name} split {split}: {len(rejects)} of {total} rows rejected "
@@ -137,7 +140,7 @@ def build_split(
     summary = {
         "split": split,
         "rows": len(rows),
-        "rejected": [{"id": r.id, "reason": r.reason} for r in rejects],
+        "rejected": [r.to_dict() for r in rejects],
         "left_out": left_out,
     }
     write_json(rejects_out, summary)

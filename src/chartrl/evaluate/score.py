@@ -9,7 +9,14 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from chartrl.config import JudgeConfig
+from chartrl.errors import ChartrlError
 from chartrl.rewards import RewardInput, get_scorer
+
+
+class TooManyJudgeFailures(ChartrlError):
+    """More of the items sent to the judge ended without a verdict than ``judge.max_judge_failure_fraction``
+    allows; the message names the endpoint."""
+
 
 SCORER_JUDGES = {"rule": "rule", "judge": "judge", "panel": "panel"}
 
@@ -41,4 +48,29 @@ def score_generations(generations: Path, scorer: str, judge_config: JudgeConfig)
     judge = judge_for_accuracy(SCORER_JUDGES[scorer], judge_config)
     result = get_scorer(scorer)(reward_inputs(generations), judge)
     result["aggregate"]["generations"] = str(generations)
+    check_judge_failures(result["aggregate"], judge_config.max_judge_failure_fraction)
     return result, judge
+
+
+def check_judge_failures(aggregate: dict[str, Any], limit: float) -> None:
+    """Refuse a judge score whose failures exceed ``limit`` of the items sent (``judge.max_judge_failure_fraction``):
+    the accuracy over the items left would be silently wrong."""
+    fraction = aggregate.get("judge_failure_fraction")
+    if fraction is None or fraction <= limit:
+        return
+    raise TooManyJudgeFailures(
+        f"{aggregate['judge_failures']} of {aggregate['sent_to_judge']} items sent to the judge ({fraction:.1%}) "
+        f"got no readable verdict, above judge.max_judge_failure_fraction {limit:.1%}; judge: "
+        f"{judge_endpoints(aggregate.get('judge') or {})}. Check the endpoint's replies (the judge prompt's "
+        "verdict format, max_tokens, the model), or raise judge.max_judge_failure_fraction to accept them; "
+        f"({aggregate['not_sent']} items had no answer tag and were not sent)"
+    )
+
+
+def judge_endpoints(description: dict[str, Any]) -> str:
+    """Where a judge's verdicts come from, for a message: each endpoint and model, or the offline judge."""
+    if description.get("members"):
+        return "; ".join(judge_endpoints(member) for member in description["members"])
+    if description.get("base_url"):
+        return f"'{description.get('name')}' at {description['base_url']} (model {description.get('model')})"
+    return f"'{description.get('name')}' ({description.get('kind', 'offline')})"

@@ -5,7 +5,8 @@ the property tests call them directly.
 Part names are stable per reward (``PARTS``); the trainer logs each as ``reward/<part>``. In the shaped rewards
 the parts are the *contributions* to ``overall`` (a term times its delta, after gating), so ``overall`` is their
 sum plus the accuracy, and a switched-off term reads 0. ``judge_failure`` is a flag (1 when the judge gave no
-verdict and the rule accuracy stood in), not a contribution.
+verdict and the rule accuracy stood in), not a contribution; so is r1v's ``grade_timeout`` (1 when mathruler
+overran its time limit and the answer was graded incorrect, ``chartrl.rewards.symbolic``).
 
 Bounds (``d_*`` the deltas, ``b`` the tool bonus; property-tested):
 
@@ -22,10 +23,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mathruler.grader import grade_answer
-
-from chartrl.rewards.answers import extract_answer, extract_choice
+from chartrl.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
 from chartrl.rewards.inputs import RewardInput
+from chartrl.rewards.symbolic import grade_answer_within
 from chartrl.rewards.terms import conditional_tool_bonus, format_term, length_term, tool_term
 
 Parts = dict[str, float]
@@ -35,7 +35,7 @@ PARTS: dict[str, tuple[str, ...]] = {
     "v1_judge": ("overall", "accuracy", "tool_bonus", "judge_failure"),
     "v2_shaped": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
     "v3_gra": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
-    "r1v": ("overall", "accuracy", "format", "tool_bonus"),
+    "r1v": ("overall", "accuracy", "format", "tool_bonus", "grade_timeout"),
     "multiple_choice": ("overall", "accuracy", "format", "tool_bonus"),
 }
 
@@ -80,18 +80,43 @@ def v3_gra(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_
     return {"overall": overall, "accuracy": accuracy, **parts, "tool_bonus": bonus, "judge_failure": judge_failure}
 
 
+R1V_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL)
+"""EasyR1's r1v format pattern (examples/reward_function/r1v.py), matched in full. Kept as the reference the tests
+compare :func:`r1v_format` with; matching it directly is quadratic (37 s on "<think>" + 20,000 times
+"</think><answer>", no closing tag: every ``</think>`` is tried and each try scans the rest)."""
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
 def r1v_format(response: str) -> float:
-    """EasyR1's r1v format check (examples/reward_function/r1v.py): the whole response is
-    ``<think>...</think>`` then ``<answer>...</answer>``; 1 or 0."""
-    return 1.0 if re.fullmatch(r"<think>.*?</think>\s*<answer>.*?</answer>", response, re.DOTALL) else 0.0
+    """EasyR1's r1v format check: the whole response is ``<think>...</think>`` then ``<answer>...</answer>``;
+    1 or 0. The same verdict as ``R1V_FORMAT.fullmatch``, in linear time: the response starts with ``<think>``
+    and ends with ``</answer>``, and some ``</think>`` is followed, after whitespace only, by an ``<answer>``
+    that closes no later than the final ``</answer>`` opens."""
+    if not (response.startswith(_THINK_OPEN) and response.endswith(ANSWER_CLOSE)):
+        return 0.0
+    last_open = len(response) - len(ANSWER_CLOSE) - len(ANSWER_OPEN)  # the latest an <answer> may start
+    position = len(_THINK_OPEN)
+    while (close := response.find(_THINK_CLOSE, position)) >= 0:
+        after = close + len(_THINK_CLOSE)
+        while after < len(response) and response[after].isspace():  # what \s matches in a str pattern
+            after += 1
+        if after > last_open:
+            return 0.0
+        if response.startswith(ANSWER_OPEN, after):
+            return 1.0
+        position = close + 1
+    return 0.0
 
 
 def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     """EasyR1's r1v reward for GeoQA: overall = (1 - w) * accuracy + w * format, accuracy by mathruler's
-    ``grade_answer`` (what EasyR1 uses). One deliberate difference: without an answer tag the accuracy is 0 (the
-    design's extraction rule), where EasyR1 grades the whole response."""
+    ``grade_answer`` (what EasyR1 uses), run under a hard time limit (``grade_timeout`` flags an overrun, graded
+    incorrect). One deliberate difference: without an answer tag the accuracy is 0 (the design's extraction
+    rule), where EasyR1 grades the whole response."""
     answer = extract_answer(item.response)
-    accuracy = 1.0 if answer is not None and grade_answer(answer, item.ground_truth.strip()) else 0.0
+    grade = grade_answer_within(answer, item.ground_truth.strip()) if answer is not None else None
+    accuracy = 1.0 if grade is not None and grade.correct else 0.0
     form = r1v_format(item.response)
     bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
     weight = params["format_weight"]
@@ -100,6 +125,7 @@ def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
         "accuracy": accuracy,
         "format": form,
         "tool_bonus": bonus,
+        "grade_timeout": float(grade is not None and grade.timed_out),
     }
 
 

@@ -4,12 +4,17 @@
 A scorer takes the scored items (one :class:`RewardInput` per generation) and returns::
 
     {"aggregate": {"scorer", "accuracy", "n", "judged", "judge_failures", "tool_call_ratio", "tool_success",
-                   "by_subset": {"human": {"accuracy", "n"}, "augmented": {...}, ...}, "judge": {...}},
+                   "by_subset": {"human": {"accuracy", "n"}, "augmented": {...}, ...},
+                   "judge": {...}, "sent_to_judge", "not_sent", "judge_failure_fraction"},
      "items": [{"id", "verdict", "accuracy", "answer", "subset", "data_source", "tool_calls", "tool_outcome",
-                "judge_detail", "votes"}, ...]}
+                "judge_detail", "sent_to_judge", "votes"}, ...]}
 
 - ``accuracy`` is the mean over items with a verdict; judge failures are counted (``judge_failures``) and left
   out of it, never scored as incorrect. ``n`` counts every item.
+- Judge scorers report apart the two ways an item gets no judge verdict: ``not_sent`` (no answer tag, so nothing
+  was asked: scored incorrect, as the rule does) and ``judge_failures`` (asked, no readable verdict after every
+  retry); ``judge_failure_fraction`` is the failures' share of ``sent_to_judge`` (None when nothing was sent),
+  which the score stage bounds by ``judge.max_judge_failure_fraction``.
 - ``tool_call_ratio``: the share of items with at least one tool call; ``tool_success``: the share of those whose
   tool outcome is ``executed`` (None when no item called a tool).
 - ``judge`` describes the judge (``kind`` says "reference (not an LLM)" for the offline judge), so every place
@@ -39,7 +44,17 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     subsets: dict[str, list[dict[str, Any]]] = {}
     for item in judged:
         subsets.setdefault(item["subset"] or "unspecified", []).append(item)
+    judge_counts: dict[str, Any] = {}
+    if any("sent_to_judge" in i for i in items):
+        sent = sum(1 for i in items if i.get("sent_to_judge"))
+        failures = len(items) - len(judged)
+        judge_counts = {
+            "sent_to_judge": sent,
+            "not_sent": len(items) - sent,
+            "judge_failure_fraction": failures / sent if sent else None,
+        }
     return {
+        **judge_counts,
         "accuracy": _mean([i["accuracy"] for i in judged]),
         "n": len(items),
         "judged": len(judged),
@@ -80,6 +95,7 @@ def _score(scorer: str, reward: Reward, items: Sequence[RewardInput]) -> dict[st
         }
         if reward.judge is not None:
             record["judge_detail"] = verdict.detail if verdict is not None else "no answer tag: not judged"
+            record["sent_to_judge"] = verdict is not None
             if verdict is not None and verdict.votes:
                 record["votes"] = {name: vote.label for name, vote in verdict.votes.items()}
         scored.append(record)

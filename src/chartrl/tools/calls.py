@@ -12,6 +12,8 @@ from typing import Any
 
 from PIL import Image
 
+from chartrl.files import storable
+
 PARSE_ERROR_KINDS = (
     "bad_tag",  # <tool_call> tags unbalanced, unclosed or nested
     "bad_json",  # the text inside the tags is not a JSON object with "name" and "arguments"
@@ -50,7 +52,7 @@ class ToolError:
 
     @property
     def observation(self) -> str:
-        return f"Error: {self.message.rstrip('.')}."
+        return storable(f"Error: {self.message.rstrip('.')}.")
 
 
 @dataclass(frozen=True)

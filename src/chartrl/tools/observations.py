@@ -1,7 +1,9 @@
 """How tools word what they did: one line of text the model reads after its call.
 
 Model-chosen strings (labels, tool names) are shown shortened and on one line, so a huge or multi-line argument
-cannot blow up the conversation; chart labels are shown as the chart writes them.
+cannot blow up the conversation; chart labels are shown as the chart writes them. Every observation line is
+storable text: a lone surrogate (what the JSON escape ``"\\ud800"`` in a tool call decodes to) is written back as
+its escape, since no tokenizer, parquet file or UTF-8 stream takes it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from chartrl.files import storable
 
 MAX_SHOWN = 60
 """Characters of one model-chosen value shown back to the model."""
@@ -21,8 +25,9 @@ AXIS_WORDS = {"x_values": "x value", "y_values": "y value"}
 
 
 def one_line(text: str, limit: int = MAX_OBSERVATION) -> str:
-    """``text`` with all whitespace runs (newlines included) folded to one space, cut to ``limit`` characters."""
-    folded = " ".join(text.split())
+    """``text`` with all whitespace runs (newlines included) folded to one space, cut to ``limit`` characters,
+    lone surrogates escaped (:func:`storable`)."""
+    folded = " ".join(storable(text).split())
     return folded if len(folded) <= limit else folded[: limit - 3] + "..."
 
 

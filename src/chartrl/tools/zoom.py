@@ -21,7 +21,7 @@ def box_problem(bbox: Any) -> str | None:
     """None when ``bbox`` is a usable zoom box, else what is wrong with it (one line)."""
     if not isinstance(bbox, list | tuple) or len(bbox) != 4:
         return f"bbox_2d must be 4 numbers [x1, y1, x2, y2], got {shown(bbox)}"
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in bbox):
+    if not all(_finite_number(v) for v in bbox):
         return f"bbox_2d must be 4 finite numbers, got {shown(list(bbox))}"
     x1, y1, x2, y2 = bbox
     if not all(0.0 <= v <= 1.0 for v in bbox):
@@ -31,8 +31,17 @@ def box_problem(bbox: Any) -> str | None:
     return None
 
 
+def _finite_number(value: Any) -> bool:
+    """A JSON number that is finite. An integer is always finite, and is compared exactly: ``math.isfinite``
+    would convert it to a float, which raises OverflowError past about 309 digits (a model can write 400)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
 def _written(bbox: Sequence[float]) -> str:
-    return "[" + ", ".join(f"{v:.4g}" for v in bbox) + "]"
+    """The box as the observation shows it; a huge integer is shown shortened, never converted to a float."""
+    return "[" + ", ".join(f"{v:.4g}" if isinstance(v, float) or abs(v) < 10**15 else shown(v) for v in bbox) + "]"
 
 
 def zoom_in(image: ChartImage, bbox_2d: Sequence[float]) -> ToolResult:
