@@ -21,7 +21,15 @@ from common import REPO, summary
 PROMPTS, N, MAX_NEW_TOKENS, STEPS = 4, 4, 48, 5
 
 
-def _run(which: str, model: Path, rows: Path) -> dict:
+def _run(
+    which: str,
+    model: Path,
+    rows: Path,
+    extra: list[str] = (),
+    prompts: int = PROMPTS,
+    n: int = N,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+) -> dict:
     command = [
         sys.executable,
         str(REPO / "bench/train_peer.py"),
@@ -33,11 +41,12 @@ def _run(which: str, model: Path, rows: Path) -> dict:
         "--steps",
         str(STEPS),
         "--prompts",
-        str(PROMPTS),
+        str(prompts),
         "--n",
-        str(N),
+        str(n),
         "--max-new-tokens",
-        str(MAX_NEW_TOKENS),
+        str(max_new_tokens),
+        *extra,
     ]
     result = subprocess.run(
         command, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false")

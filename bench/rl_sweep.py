@@ -74,7 +74,7 @@ def run_one(config, series: str, name: str, seed: int, workdir: Path) -> dict:
             "rl_sweep",
         ]
         started = time.perf_counter()
-        log = out.with_suffix(".log")
+        log = out.parent / f"{out.name}.log"
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as handle:
             result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=dict(os.environ))
@@ -119,6 +119,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", nargs="+", choices=sorted(SETTINGS), default=None)
     parser.add_argument("--workdir", type=Path, default=REPO / "results/rl_sweep")
+    parser.add_argument("--reuse-only", action="store_true", help="tabulate the runs already in --workdir, run none")
     args = parser.parse_args()
     if not (REPO / "results/models/base").exists():
         sys.exit("results/models/base is missing: run `make run` (or its warmstart rule) first")
@@ -128,6 +129,8 @@ def main() -> None:
     config = load_config(root=REPO)
     names = args.only or list(SETTINGS)
     tasks = [(name, seed) for name in names for seed in args.seeds]
+    if args.reuse_only:
+        tasks = [(n, s) for n, s in tasks if (args.workdir / f"{n}_seed{s}" / "metrics.jsonl").exists()]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = dict(
             zip(tasks, pool.map(lambda t: run_one(config, args.series, *t, args.workdir), tasks), strict=True)

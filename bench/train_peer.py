@@ -3,6 +3,11 @@ GRPOTrainer on the same model, questions, group size, completion length and rewa
 has no two-pass image-tool loop), printing one JSON line with per-step wall times, tokens and peak RSS.
 
     python bench/train_peer.py {chartrl,trl} --model DIR --rows PARQUET --steps K --prompts P --n N --max-new-tokens T
+        [--task {rule,format}] [--lr LR] [--warmup W] [--seed S]
+
+Tasks: ``rule`` (the v1_rule reward: relaxed accuracy of the answer) and ``format`` (1 for a well-formed
+``<answer>...</answer>`` response, else 0: the learning test's task, whose optimum is known). Both trainers get the
+same learning rate, linear warm-up, AdamW betas (0.9, 0.98), gradient clipping and group size.
 """
 
 from __future__ import annotations
@@ -29,6 +34,12 @@ SERIES = {
 }
 
 
+def format_reward(texts: list[str]) -> list[float]:
+    from chartrl.rewards import is_well_formed
+
+    return [float(is_well_formed(t)) for t in texts]
+
+
 def run_chartrl(args) -> dict:
     import torch
 
@@ -52,7 +63,10 @@ def run_chartrl(args) -> dict:
         val_rows=2,
         checkpoint_every=10_000,
         micro_batch_size=args.prompts * args.n,
-        lr=1e-5,
+        lr=args.lr,
+        lr_warmup_steps=args.warmup,
+        kl_coef=0.0,  # TRL's beta 0: no reference model in either
+        seed=args.seed,
     )
     rollout = dataclasses.replace(
         config.rollout, n=args.n, max_new_tokens=args.max_new_tokens, batch_size=args.prompts * args.n
@@ -72,14 +86,20 @@ def run_chartrl(args) -> dict:
         )
         policy = load_policy(args.model, train=True)
         reward = build_reward("v1_rule", {}, JudgeConfig.from_dict({}))
+        if args.task == "format":
+
+            def reward(inputs):
+                return [{"overall": r} for r in format_reward([i.response for i in inputs])]
+
         trainer = Trainer(job, policy, reward, rows, rows[:2])
-        times, tokens = [], []
+        times, tokens, rewards = [], [], []
         for step in range(1, args.steps + 1):
             started = time.perf_counter()
             metrics = trainer.train_step(step)
             times.append(time.perf_counter() - started)
             tokens.append(metrics["perf/tokens"])
-    return {"step_seconds": times, "tokens": tokens}
+            rewards.append(metrics["reward/overall"])
+    return {"step_seconds": times, "tokens": tokens, "reward": rewards}
 
 
 def run_trl(args) -> dict:
@@ -99,7 +119,8 @@ def run_trl(args) -> dict:
     torch.set_num_threads(2)
     config = load_config(root=REPO)
     prompts = PromptConfig(**to_plain(config.resolved["prompts"]))
-    rows = read_split(args.rows)[: args.prompts * args.steps]
+    rows = read_split(args.rows)
+    rows = [rows[i % len(rows)] for i in range(args.prompts * args.steps)]
     records = {
         "prompt": [
             [
@@ -124,6 +145,8 @@ def run_trl(args) -> dict:
 
     def v1_rule(prompts, completions, truth, **kwargs):
         texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
+        if args.task == "format":
+            return format_reward(texts)
         return [
             s["overall"]
             for s in rule([RewardInput(response=t, ground_truth=g) for t, g in zip(texts, truth, strict=True)])
@@ -155,19 +178,29 @@ def run_trl(args) -> dict:
                 max_completion_length=args.max_new_tokens,
                 temperature=1.0,
                 top_k=0,
-                learning_rate=1e-5,
+                learning_rate=args.lr,
+                lr_scheduler_type="constant_with_warmup",
+                warmup_steps=args.warmup,
+                adam_beta2=0.98,
+                max_grad_norm=1.0,
+                beta=0.0,
+                loss_type="dapo",
                 logging_steps=1,
                 report_to=[],
                 save_strategy="no",
                 bf16=False,
                 dataloader_num_workers=0,
-                seed=0,
+                seed=args.seed,
             ),
             callbacks=[timer],
         )
         trainer.train()
         logged = [h for h in trainer.state.log_history if "completions/mean_length" in h]
-    return {"step_seconds": timer.times, "mean_completion_length": [h["completions/mean_length"] for h in logged]}
+    return {
+        "step_seconds": timer.times,
+        "mean_completion_length": [h["completions/mean_length"] for h in logged],
+        "reward": [h["reward"] for h in logged],
+    }
 
 
 def main() -> None:
@@ -179,6 +212,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--task", choices=["rule", "format"], default="rule")
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     result = run_chartrl(args) if args.which == "chartrl" else run_trl(args)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

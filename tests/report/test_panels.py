@@ -71,3 +71,53 @@ def test_the_title_names_the_experiment_once(empty_report):
     for tag in ("title", "h1"):
         title = re.findall(rf"<{tag}>(.*?)</{tag}>", page)[0]  # the page's own (figures hold SVG titles too)
         assert title.count(experiment) == 1, title  # not "chartrl: chartrl"
+
+
+def test_rl_effect_compares_each_seed_with_its_start(tmp_path):
+    """Reward over the first and last steps against its noise, validation end against the start's interval, per
+    train seed (results/runs for train.seed, results/seeds for extra_seeds), and the single-seed label."""
+    from chartrl.config import load_config
+    from chartrl.report.build import build_report
+    from chartrl.report.collect import rl_effect
+
+    def write(path, rewards, val):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [{"step": 0, "val/accuracy": val[0]}]
+        lines += [{"step": i + 1, "reward/overall": r} for i, r in enumerate(rewards)]
+        lines[-1]["val/accuracy"] = val[1]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    results = tmp_path / "results"
+    rising = [0.3 + 0.01 * i for i in range(40)]
+    write(results / "runs/e1/metrics.jsonl", rising, (0.80, 0.79))
+    write(results / "runs/e3/metrics.jsonl", [0.5, 0.6] * 20, (0.80, 0.50))
+    write(results / "seeds/e1/seed1/metrics.jsonl", rising[::-1], (0.80, 0.80))
+    config = load_config([REPO / "config/seeds.yaml"], root=REPO)
+    effect = rl_effect(results, config)["series"]
+    e1 = effect["e1"]["per_seed"]
+    assert e1[0]["reward_first"] == pytest.approx(0.345) and e1[0]["reward_last"] == pytest.approx(0.645)
+    assert e1[0]["reward_rose"] and not e1[1]["reward_rose"]
+    low, high = e1[0]["val_interval"]
+    assert low < 0.80 < high and e1[0]["val_n"] == config.train.val_rows
+    assert e1[0]["val_kept"]
+    e3 = effect["e3"]["per_seed"][0]
+    assert e3["reward_held"] and not e3["val_kept"]  # 0.80 -> 0.50 is outside any 48-question interval
+    assert effect["e2"]["per_seed"] == {}
+
+    single = load_config(root=REPO)
+    build_report(single, results, tmp_path / "report")
+    html = (tmp_path / "report/index.html").read_text()
+    assert "Did RL improve on its start?" in html and 'data-single-seed="1"' in html
+    build_report(config, results, tmp_path / "report3")
+    assert 'data-single-seed="1"' not in (tmp_path / "report3/index.html").read_text()
+
+
+def test_binary_interval_is_the_bootstrap_of_a_zero_one_mean():
+    from chartrl.report.collect import binary_interval
+    from chartrl.report.intervals import bootstrap_mean
+
+    scores = [1.0] * 40 + [0.0] * 8
+    boot = bootstrap_mean(scores, samples=20000, confidence=0.95, seed=0)
+    low, high = binary_interval(40 / 48, 48, 0.95)
+    assert low == pytest.approx(boot["low"], abs=1 / 48 + 1e-9)
+    assert high == pytest.approx(boot["high"], abs=1 / 48 + 1e-9)

@@ -218,6 +218,7 @@ def test_kl_and_lora_options_update_and_checkpoint(warm_model_dir, synth_rows, d
             checkpoint_every=1,
             micro_batch_size=3,
             lr=1e-3,
+            lr_warmup_steps=0,  # one step: a warm-up would run it at lr 0
             kl_coef=kl_coef,
         )
         job = TrainJob(

@@ -234,6 +234,69 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
     return out
 
 
+RL_WINDOW = 10
+"""Steps in each window of the first-versus-last training reward comparison."""
+
+
+def binary_interval(mean: float, n: int, confidence: float) -> tuple[float, float]:
+    """The percentile bootstrap interval of a mean of ``n`` 0/1 scores, exactly (resampling the questions of a
+    0/1 accuracy is a binomial draw, so its quantiles are the binomial's): what ``bootstrap_mean`` converges to."""
+    from scipy.stats import binom
+
+    tail = (1 - confidence) / 2
+    return float(binom.ppf(tail, n, mean)) / n, float(binom.ppf(1 - tail, n, mean)) / n
+
+
+def rl_effect(results: Path, config: Config) -> dict[str, Any]:
+    """Did RL improve on its start? Per train series and train seed: the mean training reward over the first and
+    the last RL_WINDOW steps against the step-to-step noise (standard deviation of the per-step reward), and greedy
+    validation accuracy before the first step and after the last, with the bootstrap interval of the start."""
+    import statistics
+
+    seeds = (config.train.seed, *config.extra_seeds)
+    out: dict[str, Any] = {"window": RL_WINDOW, "confidence": config.evaluate.confidence, "series": {}}
+    for series in config.train_series:
+        paths = {config.train.seed: results / "runs" / series.id / "metrics.jsonl"}
+        paths.update({k: results / "seeds" / series.id / f"seed{k}" / "metrics.jsonl" for k in config.extra_seeds})
+        per_seed = {}
+        for seed in seeds:
+            path = paths[seed]
+            if not path.is_file():
+                continue
+            lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            rewards = [m["reward/overall"] for m in lines if m["step"] > 0 and "reward/overall" in m]
+            val = [(m["step"], m["val/accuracy"]) for m in lines if "val/accuracy" in m]
+            if len(rewards) < 2 or not val:
+                continue
+            window = min(RL_WINDOW, len(rewards) // 2)
+            first, last = statistics.fmean(rewards[:window]), statistics.fmean(rewards[-window:])
+            (_, start), (end_step, end) = val[0], val[-1]
+            n = min(config.train.val_rows, _split_rows(results, series.dataset, "val") or config.train.val_rows)
+            low, high = binary_interval(start, n, config.evaluate.confidence)
+            noise = statistics.stdev(rewards)
+            per_seed[seed] = {
+                "reward_first": first,
+                "reward_last": last,
+                "reward_change": last - first,
+                "reward_noise": noise,
+                "reward_rose": last > first,
+                "reward_held": last - first >= -noise,
+                "val_start": start,
+                "val_end": end,
+                "val_end_step": end_step,
+                "val_interval": [low, high],
+                "val_n": n,
+                "val_kept": end >= start - (high - low),
+            }
+        out["series"][series.id] = {"tools": series.tools, "per_seed": per_seed}
+    return out
+
+
+def _split_rows(results: Path, dataset: str, split: str) -> int | None:
+    card = _read_json(results / "data" / dataset / "card.json")
+    return (card or {}).get("splits", {}).get(split, {}).get("rows")
+
+
 def collect(config: Config, results: Path) -> dict[str, Any]:
     results = Path(results)
     train = {s.id: training(results, s) for s in config.train_series}
@@ -295,6 +358,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
             "count": 1 + len(config.extra_seeds),
         },
         "seed_spread": seed_spread(results, config),
+        "rl_effect": rl_effect(results, config),
         "missing": missing,
     }
 

@@ -170,6 +170,16 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         else "warm start: results/models/base/warmstart.json is missing"
     )
     out.append(_panel(metrics, "warmstart", "Starting point: after the warm start", [["warmstart"]], reason))
+    effect = [["rl_effect", "series", s.id, "per_seed"] for s in config.train_series]
+    out.append(
+        _panel(
+            metrics,
+            "rl_effect",
+            "Did RL improve on its start?",
+            effect,
+            "did RL improve on its start: no results/runs/{series}/metrics.jsonl with training steps and validation",
+        )
+    )
     train_ids = [s.id for s in config.train_series]
     missing = [sid for sid in train_ids if sid not in series]
     note = None
