@@ -19,7 +19,7 @@ from bench_train import _run
 
 from common import REPO
 
-SEEDS, STEPS, WINDOW, PROMPTS, N, MAX_NEW_TOKENS, LR, WARMUP = (0, 1, 2), 24, 8, 4, 4, 16, 3e-4, 5
+SEEDS, STEPS, WINDOW, PROMPTS, N, MAX_NEW_TOKENS, LR, WARMUP = (0, 1, 2), 24, 8, 4, 4, 16, 1e-4, 5
 
 
 def _short_warm_start(workdir: Path) -> tuple[Path, Path]:
