@@ -195,6 +195,14 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
     return raw, sources
 
 
+def per_seed_files(results: Path, config: Config, series: str, main: str, name: str) -> dict[int, Path]:
+    """A train series' file ``name`` per train seed: the main run's under ``results/{main}/{series}/``, each extra
+    seed's under ``results/seeds/{series}/seed{k}/`` (rules/seeds.smk)."""
+    paths = {config.train.seed: results / main / series / name}
+    paths.update({k: results / "seeds" / series / f"seed{k}" / name for k in config.extra_seeds})
+    return paths
+
+
 def seed_spread(results: Path, config: Config) -> dict[str, Any]:
     """Per train series, test accuracy (overall and per question type) and correct-label share for each train seed
     (train.seed from results/eval, extra_seeds from results/seeds), and their mean, standard deviation and range."""
@@ -203,8 +211,7 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
     for series in config.train_series:
-        paths = {config.train.seed: results / "eval" / series.id / "test_accuracy.json"}
-        paths.update({k: results / "seeds" / series.id / f"seed{k}" / "test_accuracy.json" for k in config.extra_seeds})
+        paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
         per_seed = {}
         for seed, path in paths.items():
             data = _read_json(path)
@@ -256,8 +263,7 @@ def rl_effect(results: Path, config: Config) -> dict[str, Any]:
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"window": RL_WINDOW, "confidence": config.evaluate.confidence, "series": {}}
     for series in config.train_series:
-        paths = {config.train.seed: results / "runs" / series.id / "metrics.jsonl"}
-        paths.update({k: results / "seeds" / series.id / f"seed{k}" / "metrics.jsonl" for k in config.extra_seeds})
+        paths = per_seed_files(results, config, series.id, "runs", "metrics.jsonl")
         per_seed = {}
         for seed in seeds:
             path = paths[seed]
