@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -58,6 +60,36 @@ def test_one_target_on_the_smoke_config_meets_the_contract(tmp_path):
     # only what the target needs ran: no other split, no card
     assert not (tmp_path / "results/data/synthchart/train.parquet").exists()
     assert (tmp_path / "results/logs/data/synthchart/test.log").read_text().count("rendering") >= 1
+
+
+def test_two_runs_on_different_targets_share_the_local_ray_head(tmp_path):
+    """Snakemake's lock lets two runs on different targets work in one folder at once; with launcher: ray both
+    submit to the one local head. The run that ends first leaves the head to the other (it does not stop the
+    other's job), both finish, and every MLflow run ends FINISHED."""
+    ray = [f"--configfile={SMOKE}", "--config=launcher=ray"]  # `=`: each takes several values, targets included
+    # what both targets need, built first (two runs must not both plan the same jobs)
+    shared = [f"results/data/synthchart/{split}.parquet" for split in ("train", "val", "test")]
+    snakemake(tmp_path, "--cores", "2", f"--configfile={SMOKE}", "results/models/base", *shared)
+    train_log = tmp_path / "results/logs/train/e3.log"
+    with ThreadPoolExecutor(1) as pool:
+        training = pool.submit(snakemake, tmp_path, "--cores", "1", *ray, "results/runs/e3/run.json")
+        deadline = time.time() + 300
+        while "submitting chartrl-train-e3" not in (train_log.read_text() if train_log.exists() else ""):
+            assert time.time() < deadline and not training.done(), "the training run never submitted its job"
+            time.sleep(0.5)
+        testing = snakemake(tmp_path, "--cores", "1", *ray, "results/eval/warmstart/test_accuracy_tools_on.json")
+        trained = training.result()
+    outputs = [testing.stdout + testing.stderr, trained.stdout + trained.stderr]
+    assert sum("left running: the workflow runs" in out for out in outputs) == 1, outputs
+    assert sum(re.search(r"local Ray head \S+ stopped", out) is not None for out in outputs) == 1
+    assert (tmp_path / "results/runs/e3/run.json").is_file()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("chartrl-smoke").experiment_id])
+    assert {"e3/train", "warmstart/test/tools_on"} <= {r.info.run_name for r in runs}
+    assert {r.info.run_name: r.info.status for r in runs if r.info.status != "FINISHED"} == {}
 
 
 def _planned_jobs(stdout: str) -> set[tuple[str, str]]:
