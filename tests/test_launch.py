@@ -105,6 +105,20 @@ def test_sigterm_stops_the_ray_job(head):
     assert job_ids(state, sid)[sid]["status"] == "STOPPED"
 
 
+def test_a_stopped_job_has_time_to_end_its_run(head, tmp_path):
+    """The head gives a stopped job's driver more than Ray's default 3 s between SIGTERM and SIGKILL, so that a
+    training job can end its MLflow run KILLED."""
+    state, env = head
+    sid = f"chartrl-test-grace-{uuid.uuid4().hex[:6]}"
+    ended = tmp_path / "ended"
+    script = f"trap 'sleep 5; touch {ended}; exit 143' TERM; echo ready; while true; do sleep 0.2; done"
+    process = launch(env, sid, "bash", "-c", script)
+    assert "ready" in process.stdout.readline() + process.stdout.readline() + process.stdout.readline()
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    assert process.returncode == 143 and ended.exists()
+
+
 def test_a_resubmission_attaches_to_its_running_twin(head):
     state, env = head
     sid = f"chartrl-test-twin-{uuid.uuid4().hex[:6]}"

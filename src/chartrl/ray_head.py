@@ -62,6 +62,9 @@ PORT_OFFSETS = {
     "runtime_env_agent_port": 8,
 }
 WORKER_PORTS = (20, PORTS_PER_HEAD - 1)
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+"""Ray's grace between the SIGTERM and the SIGKILL of a stopped job (ray/dashboard/modules/job/job_supervisor.py)."""
+JOB_STOP_WAIT_S = 15
 
 
 class HeadError(ChartrlError):
@@ -211,6 +214,9 @@ def start_head(
     state = HeadState(0, str(temp_dir), base, f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}", str(token))
     env = {**os.environ, **state.client_env()}
     env.pop("RAY_ADDRESS")  # the head is not a client of itself
+    # A stopped job's driver gets SIGTERM and, Ray's default, 3 s before SIGKILL: too short on a loaded machine for
+    # a job to unwind and end its MLflow run KILLED (chartrl.errors.Stopped).
+    env.setdefault(STOP_WAIT_ENV, str(JOB_STOP_WAIT_S))
     started = time.monotonic()
     with open(temp_dir / "head.log", "ab") as head_log:
         process = subprocess.Popen(
