@@ -1,10 +1,13 @@
 # How train jobs run (launcher: inline | ray), and the local Ray head of a run: with launcher: ray and no cluster
 # named (RAY_ADDRESS, ray.address), the workflow starts one head of its own when the run starts (its own ports
-# and temp folder, job API on loopback, a token) and stops it, and only it, when the run ends or fails.
+# and temp folder, job API on loopback, a token) and stops it, and only it, when the run ends or fails. Runs in
+# one working folder share that head: each registers itself, and only the last run to end stops it
+# (chartrl.ray_head.join_head / leave_head), so a run that ends first never stops another run's jobs.
 import atexit
 import shlex
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from chartrl.launch import judge_key_names, ray_address_problem, submission_id
 
@@ -58,21 +61,27 @@ _HEAD = {}
 
 
 def _start_local_head():
-    from chartrl.ray_head import default_temp_dir, start_head, stop_head
+    from chartrl.ray_head import default_temp_dir, join_head
 
     temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())
-    state = start_head(temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus)
+    state = join_head(temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus)
+    logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir})")
     os.environ.update(state.client_env())  # every job shell of this run submits to it
     _HEAD["state"] = state
     atexit.register(_stop_local_head)  # also on Ctrl-C, when Snakemake calls neither onsuccess nor onerror
 
 
 def _stop_local_head():
-    from chartrl.ray_head import stop_head
+    from chartrl.ray_head import leave_head
 
     state = _HEAD.pop("state", None)
-    if state is not None:
-        stop_head(state)
+    if state is None:
+        return
+    others = leave_head(state)
+    if others:
+        logger.info(f"local Ray head {state.address} left running: the workflow runs {others} still use it")
+    else:
+        logger.info(f"local Ray head {state.address} stopped")
 
 
 def _check_verl_gpu_limit():

@@ -1,7 +1,8 @@
 """The launchers, for real: one local Ray head for this module (its own ports and temp folder, stopped at the
 end), jobs submitted through ``chartrl launch`` as the train rule runs it. The Ray job's exit code comes back,
 its log streams, SIGTERM stops it, a resubmission attaches to its running twin, a small local-backend training job
-runs on the head, and stopping the head ends its processes and nothing else."""
+runs on the head, and stopping the head ends its processes and nothing else. Workflow runs sharing a head leave it
+to the last one."""
 
 from __future__ import annotations
 
@@ -17,7 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from chartrl.ray_head import _request, free_port_block, session_processes, start_head, stop_head
+from chartrl.ray_head import (
+    USERS_DIR,
+    _request,
+    free_port_block,
+    head_users,
+    join_head,
+    leave_head,
+    session_processes,
+    start_head,
+    stop_head,
+)
 
 from conftest import REPO
 
@@ -92,6 +103,20 @@ def test_sigterm_stops_the_ray_job(head):
     process.communicate(timeout=120)
     assert process.returncode == 143
     assert job_ids(state, sid)[sid]["status"] == "STOPPED"
+
+
+def test_a_stopped_job_has_time_to_end_its_run(head, tmp_path):
+    """The head gives a stopped job's driver more than Ray's default 3 s between SIGTERM and SIGKILL, so that a
+    training job can end its MLflow run KILLED."""
+    state, env = head
+    sid = f"chartrl-test-grace-{uuid.uuid4().hex[:6]}"
+    ended = tmp_path / "ended"
+    script = f"trap 'sleep 5; touch {ended}; exit 143' TERM; echo ready; while true; do sleep 0.2; done"
+    process = launch(env, sid, "bash", "-c", script)
+    assert "ready" in process.stdout.readline() + process.stdout.readline() + process.stdout.readline()
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=120)
+    assert process.returncode == 143 and ended.exists()
 
 
 def test_a_resubmission_attaches_to_its_running_twin(head):
@@ -208,3 +233,25 @@ def test_stopping_the_head_ends_its_processes_and_nothing_else(head):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_workflow_runs_sharing_a_head_leave_stopping_it_to_the_last_one():
+    temp_dir = Path(tempfile.mkdtemp(prefix="crl-ray-", dir="/tmp"))
+    other_run = subprocess.Popen(["sleep", "300"])  # stands for a second Snakemake run in the same folder
+    dead_run = subprocess.Popen(["true"])  # a run killed by SIGKILL: its entry stays behind
+    dead_run.wait()
+    first = join_head(temp_dir, base_port=free_port_block(seed=str(temp_dir)), num_cpus=1, num_gpus=0)
+    try:
+        (temp_dir / USERS_DIR / str(dead_run.pid)).write_text("12345")
+        assert join_head(temp_dir, other_run.pid) == first  # the running head is joined, not started again
+        assert head_users(temp_dir) == sorted([os.getpid(), other_run.pid])  # the dead run's entry is dropped
+        assert leave_head(first) == [other_run.pid]  # the first run ends: the head stays for the other
+        assert _request(first, "GET", "/api/jobs/") == []
+        assert leave_head(first, other_run.pid) == []  # the last run ends: the head stops
+        assert session_processes(first.pid) == []
+        with pytest.raises(OSError):
+            _request(first, "GET", "/api/jobs/", timeout_s=2)
+    finally:
+        stop_head(first)
+        other_run.kill()
+        other_run.wait()

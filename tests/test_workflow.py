@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -60,6 +62,36 @@ def test_one_target_on_the_smoke_config_meets_the_contract(tmp_path):
     assert (tmp_path / "results/logs/data/synthchart/test.log").read_text().count("rendering") >= 1
 
 
+def test_two_runs_on_different_targets_share_the_local_ray_head(tmp_path):
+    """Snakemake's lock lets two runs on different targets work in one folder at once; with launcher: ray both
+    submit to the one local head. The run that ends first leaves the head to the other (it does not stop the
+    other's job), both finish, and every MLflow run ends FINISHED."""
+    ray = [f"--configfile={SMOKE}", "--config=launcher=ray"]  # `=`: each takes several values, targets included
+    # what both targets need, built first (two runs must not both plan the same jobs)
+    shared = [f"results/data/synthchart/{split}.parquet" for split in ("train", "val", "test")]
+    snakemake(tmp_path, "--cores", "2", f"--configfile={SMOKE}", "results/models/base", *shared)
+    train_log = tmp_path / "results/logs/train/e3.log"
+    with ThreadPoolExecutor(1) as pool:
+        training = pool.submit(snakemake, tmp_path, "--cores", "1", *ray, "results/runs/e3/run.json")
+        deadline = time.time() + 300
+        while "submitting chartrl-train-e3" not in (train_log.read_text() if train_log.exists() else ""):
+            assert time.time() < deadline and not training.done(), "the training run never submitted its job"
+            time.sleep(0.5)
+        testing = snakemake(tmp_path, "--cores", "1", *ray, "results/eval/warmstart/test_accuracy_tools_on.json")
+        trained = training.result()
+    outputs = [testing.stdout + testing.stderr, trained.stdout + trained.stderr]
+    assert sum("left running: the workflow runs" in out for out in outputs) == 1, outputs
+    assert sum(re.search(r"local Ray head \S+ stopped", out) is not None for out in outputs) == 1
+    assert (tmp_path / "results/runs/e3/run.json").is_file()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("chartrl-smoke").experiment_id])
+    assert {"e3/train", "warmstart/test/tools_on"} <= {r.info.run_name for r in runs}
+    assert {r.info.run_name: r.info.status for r in runs if r.info.status != "FINISHED"} == {}
+
+
 def _planned_jobs(stdout: str) -> set[tuple[str, str]]:
     """(rule, wildcards) of the jobs a dry run would execute."""
     jobs = set()
@@ -114,14 +146,23 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     for series in TRAIN_SERIES:
         run = json.loads((smoke_run / f"results/runs/{series}/run.json").read_text())
         assert run["last_step"] == 4 and (smoke_run / run["checkpoints"]["last"]).is_dir()  # relative to the workdir
-        lines = (smoke_run / f"results/runs/{series}/metrics.jsonl").read_text().splitlines()
-        assert [json.loads(line)["step"] for line in lines] == [0, 1, 2, 3, 4]
+        steps = [
+            json.loads(line) for line in (smoke_run / f"results/runs/{series}/metrics.jsonl").read_text().splitlines()
+        ]
+        assert [metrics["step"] for metrics in steps] == [0, 1, 2, 3, 4]
+        # the smoke DAG trains for real: at least one step of every series has a group whose rewards differ
+        assert "actor/loss" in runs[f"{series}/train"].data.metrics, f"{series}: no policy update in 4 steps"
+        assert sum("actor/loss" in metrics for metrics in steps) >= 1
+    # e2's reward is the judge's verdict: the policy wrote answers and the judge judged them (the reference judge
+    # of the smoke config counts verdicts; an OpenAI-compatible one also counts its requests)
+    e2 = [json.loads(line) for line in (smoke_run / "results/runs/e2/metrics.jsonl").read_text().splitlines()]
+    assert sum(metrics.get("judge/verdicts", 0) for metrics in e2) >= 1
     warm = runs["base/warmstart"]
     assert (
-        warm.data.params["warmstart.steps"] == "8"
+        warm.data.params["warmstart.steps"] == "80"
         and "after_warmstart/sampled/with_tools/answer_rate" in warm.data.metrics
     )
-    assert len(client.get_metric_history(warm.info.run_id, "warmstart/loss")) == 8
+    assert len(client.get_metric_history(warm.info.run_id, "warmstart/loss")) == 80
     run = runs["synthchart/data"]
     assert run.data.tags["stage"] == "data" and run.data.params["options.splits.train"] == "24"
     assert run.data.metrics["train/rows"] == 48

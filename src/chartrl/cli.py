@@ -13,7 +13,7 @@ import importlib
 import logging
 import sys
 
-from chartrl.errors import ChartrlError
+from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
 COMMAND_GROUPS = (
     "config", "data", "tools", "reward", "model", "rollout", "train", "evaluate", "report", "verl", "launch",
@@ -38,8 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    raise_on_sigterm()  # a stopped job unwinds: its MLflow run ends KILLED, its temporary files are removed
     try:
         return args.func(args)
     except ChartrlError as err:
         print(f"chartrl: error: {err}", file=sys.stderr)
         return err.exit_code
+    except Stopped as stop:
+        print(f"chartrl: {stop}", file=sys.stderr)
+        return stop.exit_code

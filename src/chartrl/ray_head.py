@@ -11,6 +11,12 @@ token authentication, the token in the head's temp folder, readable by the user 
 ``--node-ip-address 127.0.0.1`` to the machine's address for its internal gRPC servers
 (``ray._private.services.resolve_ip_for_localhost``), which is why the token matters.
 
+Several workflow runs in one working folder (Snakemake's lock lets runs on different targets go side by side) share
+its head: each run joins it (:func:`join_head`, which starts it if none runs) and registers itself, one file per run
+under ``chartrl-runs/`` in the temp folder, and leaves it (:func:`leave_head`) when it ends; only the last run to
+leave stops the head, so a run that ends first never stops another run's jobs. An entry whose process has died
+(a run killed with SIGKILL) is ignored and removed. Joining and leaving hold a lock on the temp folder.
+
 The head's environment is the workflow's, so its jobs inherit it (the judge's key included: it never travels
 through Ray). ``start`` returns the variables a client needs (``RAY_ADDRESS``, the token settings); the workflow
 exports them for its jobs.
@@ -18,6 +24,7 @@ exports them for its jobs.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -29,6 +36,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,6 +47,9 @@ from chartrl.launch import ACTIVE, LOCAL_HEAD_ENV
 log = logging.getLogger(__name__)
 PORTS_PER_HEAD = 100
 STATE_FILE = "chartrl-head.json"
+USERS_DIR = "chartrl-runs"
+"""One file per workflow run using the head, named by its process id, holding the process's start time."""
+LOCK_FILE = "chartrl-head.lock"
 PORT_OFFSETS = {
     "port": 0,
     "dashboard_port": 1,
@@ -50,6 +62,9 @@ PORT_OFFSETS = {
     "runtime_env_agent_port": 8,
 }
 WORKER_PORTS = (20, PORTS_PER_HEAD - 1)
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+"""Ray's grace between the SIGTERM and the SIGKILL of a stopped job (ray/dashboard/modules/job/job_supervisor.py)."""
+JOB_STOP_WAIT_S = 15
 
 
 class HeadError(ChartrlError):
@@ -199,6 +214,9 @@ def start_head(
     state = HeadState(0, str(temp_dir), base, f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}", str(token))
     env = {**os.environ, **state.client_env()}
     env.pop("RAY_ADDRESS")  # the head is not a client of itself
+    # A stopped job's driver gets SIGTERM and, Ray's default, 3 s before SIGKILL: too short on a loaded machine for
+    # a job to unwind and end its MLflow run KILLED (chartrl.errors.Stopped).
+    env.setdefault(STOP_WAIT_ENV, str(JOB_STOP_WAIT_S))
     started = time.monotonic()
     with open(temp_dir / "head.log", "ab") as head_log:
         process = subprocess.Popen(
@@ -279,3 +297,78 @@ def stop_head(state: HeadState, timeout_s: float = 30.0) -> None:
             pass
     (Path(state.temp_dir) / STATE_FILE).unlink(missing_ok=True)
     log.info("local Ray head %s stopped", state.address)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Sharing the head between the workflow runs of one working folder
+# -------------------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def head_lock(temp_dir: str | Path) -> Iterator[None]:
+    """Serialise joining, leaving, starting and stopping the head of ``temp_dir`` between workflow runs."""
+    temp_dir = Path(temp_dir)
+    temp_dir.mkdir(parents=True, exist_ok=True)
+    with open(temp_dir / LOCK_FILE, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def process_start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), or None if it is
+    gone: with the id, it names one process even after the id is reused."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19] if fields[0] != "Z" else None  # fields from the state (field 3): start time is field 22
+
+
+def head_users(temp_dir: str | Path) -> list[int]:
+    """The process ids of the workflow runs registered on the head of ``temp_dir`` that are still alive; entries
+    of dead processes are removed."""
+    users = []
+    folder = Path(temp_dir) / USERS_DIR
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if entry.name.isdigit() and process_start_time(int(entry.name)) == entry.read_text().strip():
+            users.append(int(entry.name))
+        else:
+            log.info("ignoring the stale head user %s (its process has ended)", entry.name)
+            entry.unlink(missing_ok=True)
+    return users
+
+
+def join_head(
+    temp_dir: str | Path,
+    pid: int | None = None,
+    *,
+    base_port: int | None = None,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+) -> HeadState:
+    """Start the head of ``temp_dir`` or join the one running there, registering process ``pid`` (the workflow
+    run, by default this process) as one of its users."""
+    pid = os.getpid() if pid is None else pid
+    with head_lock(temp_dir):
+        state = start_head(temp_dir, base_port=base_port, num_cpus=num_cpus, num_gpus=num_gpus)
+        folder = Path(state.temp_dir) / USERS_DIR
+        folder.mkdir(exist_ok=True)
+        (folder / str(pid)).write_text(process_start_time(pid) or "")
+    return state
+
+
+def leave_head(state: HeadState, pid: int | None = None) -> list[int]:
+    """Unregister ``pid`` (by default this process) from the head; stop the head if no other live run uses it.
+    Returns the process ids of the runs still using it (empty: the head was stopped)."""
+    pid = os.getpid() if pid is None else pid
+    with head_lock(state.temp_dir):
+        (Path(state.temp_dir) / USERS_DIR / str(pid)).unlink(missing_ok=True)
+        others = head_users(state.temp_dir)
+        if others:
+            log.info("local Ray head %s left running for the workflow runs %s", state.address, others)
+            return others
+        stop_head(state)
+        return []

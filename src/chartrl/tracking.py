@@ -14,6 +14,8 @@
 - Every run starts tagged ``chartrl.superseded=false``, so ``tags.chartrl.superseded = 'false'`` finds the current
   runs; a stage rerun from scratch starts a new run and tags the older runs of the same name
   ``chartrl.superseded=true`` (with the id of the run that replaced them).
+- A run ends FINISHED, FAILED when its job raised, or KILLED when its job was stopped (SIGTERM, Ctrl-C): never
+  left RUNNING by a job that ended (:func:`end_status`).
 - No secret reaches params or tags: any value containing the value of a secret-looking environment variable
   (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``) is refused before anything is logged.
 """
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import MlflowSettings
+from chartrl.errors import Stopped
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +163,12 @@ class StageRun:
         self.client.set_terminated(self.run_id, status)
 
 
+def end_status(error: BaseException) -> str:
+    """The status of a run whose job ended by ``error``: KILLED when the job was stopped (a SIGTERM raised as
+    :class:`~chartrl.errors.Stopped`, a Ctrl-C), FAILED otherwise."""
+    return "KILLED" if isinstance(error, (Stopped, KeyboardInterrupt)) else "FAILED"
+
+
 def find_runs(client, experiment: str, run_name: str, include_superseded: bool = False) -> list:
     runs = client.search_runs([experiment], filter_string=f"tags.`mlflow.runName` = '{run_name}'", max_results=1000)
     if include_superseded:
@@ -276,11 +285,11 @@ def stage_run(
     settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]
 ) -> Iterator[StageRun]:
     """Start a fresh run for ``run_name`` (superseding older ones) and end it FINISHED, or FAILED if the body
-    raises."""
+    raises, or KILLED if the job is stopped."""
     run = start_run(settings, run_name, tags, params)
     try:
         yield run
-    except BaseException:
-        run.finish("FAILED")
+    except BaseException as error:
+        run.finish(end_status(error))
         raise
     run.finish("FINISHED")

@@ -1,5 +1,6 @@
 """The local trainer on the tiny model: it updates every parameter, logs every step once, and a run killed
-mid-way (SIGKILL) and rerun ends with the same metrics and MLflow history as an uninterrupted run."""
+mid-way (SIGKILL) and rerun ends with the same metrics and MLflow history as an uninterrupted run, and a run
+stopped by SIGTERM ends its MLflow run KILLED."""
 
 from __future__ import annotations
 
@@ -175,6 +176,27 @@ def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
         assert [step for step, _ in sorted(history)] == [step for step, _ in sorted(expected)]
         assert [value for _, value in sorted(history)] == pytest.approx([value for _, value in sorted(expected)])
     assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, splits, tmp_path):
+    """A SIGTERM (Snakemake cancelling the job, `ray job stop`, a local head shutting down) unwinds the job: its
+    MLflow run ends KILLED, never left RUNNING, and it exits as a shell reports a SIGTERM."""
+    from mlflow.tracking import MlflowClient
+
+    out, db = tmp_path / "e6", tmp_path / "mlflow.db"
+    with open(tmp_path / "train.log", "w") as log:
+        process = subprocess.Popen(_train_command(warm_model_dir, *splits, out, db), stdout=log, stderr=log)
+        deadline = time.time() + 300
+        while not (out / "checkpoints/step_1").exists() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None, "the run ended before it could be stopped"
+        process.send_signal(signal.SIGTERM)  # mid-run: in step 2
+        process.wait(timeout=60)
+    assert process.returncode == 143, (tmp_path / "train.log").read_text()[-3000:]
+    assert "chartrl: stopped by signal 15" in (tmp_path / "train.log").read_text()
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = client.search_runs([client.get_experiment_by_name("t").experiment_id])
+    assert [r.info.status for r in runs] == ["KILLED"]
 
 
 def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_path):

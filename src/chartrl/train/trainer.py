@@ -36,6 +36,7 @@ from chartrl.files import write_atomically, write_json
 from chartrl.progress import Progress
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.tracking import end_status
 from chartrl.train import checkpoints
 from chartrl.train.algorithms import get_algorithm, group_advantages, kl_loss, policy_loss, policy_loss_config
 from chartrl.train.batch import response_logprobs, update_batch
@@ -228,8 +229,8 @@ class Trainer:
                     last_val,
                     progress.line().split(": ", 1)[1],
                 )
-        except BaseException:
-            run.finish("FAILED")
+        except BaseException as error:  # a SIGTERM arrives here as errors.Stopped: the run ends KILLED
+            run.finish(end_status(error))
             raise
         summary = self._finish(run)
         run.finish("FINISHED")
