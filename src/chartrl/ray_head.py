@@ -338,7 +338,7 @@ def head_users(temp_dir: str | Path) -> list[int]:
         else:
             log.info("ignoring the stale head user %s (its process has ended)", entry.name)
             entry.unlink(missing_ok=True)
-    return users
+    return sorted(users)  # numerically: file names sort as text (12606 before 9532)
 
 
 def join_head(
