@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chartrl.evaluate.diagonal import bootstrap_interval, cohens_kappa, diagonal
+from chartrl.evaluate.diagonal import cohens_kappa, diagonal
+from chartrl.evaluate.intervals import bootstrap_paired
 
 
 @pytest.mark.parametrize(
@@ -31,9 +32,9 @@ def test_bootstrap_interval_brackets_the_estimate_and_is_seeded():
     a = [1, 0] * 40 + [1] * 10
     b = [1, 0] * 35 + [0, 1] * 5 + [1] * 10
     kappa = cohens_kappa(a, b)
-    low, high = bootstrap_interval(a, b, samples=500, confidence=0.95, seed=0)
+    low, high = bootstrap_paired(a, b, cohens_kappa, samples=500, confidence=0.95, seed=0)
     assert low <= kappa <= high and high - low < 1
-    assert bootstrap_interval(a, b, samples=500, confidence=0.95, seed=0) == (low, high)
+    assert bootstrap_paired(a, b, cohens_kappa, samples=500, confidence=0.95, seed=0) == (low, high)
 
 
 def _scores(scorer, verdicts, judge=None):

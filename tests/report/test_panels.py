@@ -113,8 +113,8 @@ def test_rl_effect_compares_each_seed_with_its_start(tmp_path):
 
 
 def test_binary_interval_is_the_bootstrap_of_a_zero_one_mean():
+    from chartrl.evaluate.intervals import bootstrap_mean
     from chartrl.report.collect import binary_interval
-    from chartrl.report.intervals import bootstrap_mean
 
     scores = [1.0] * 40 + [0.0] * 8
     boot = bootstrap_mean(scores, samples=20000, confidence=0.95, seed=0)

@@ -8,9 +8,10 @@ verdicts. Items either scorer could not judge (judge failures) are left out and 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from chartrl.evaluate.intervals import bootstrap_paired
 
 
 def cohens_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
@@ -24,27 +25,6 @@ def cohens_kappa(a: Sequence[int], b: Sequence[int]) -> float | None:
     if expected == 1.0:
         return None
     return (observed - expected) / (1 - expected)
-
-
-def bootstrap_interval(
-    a: Sequence[int], b: Sequence[int], samples: int, confidence: float, seed: int
-) -> tuple[float, float] | None:
-    rng = random.Random(f"kappa-bootstrap:{seed}")
-    n = len(a)
-    if n == 0:
-        return None
-    values = []
-    for _ in range(samples):
-        picks = [rng.randrange(n) for _ in range(n)]
-        kappa = cohens_kappa([a[i] for i in picks], [b[i] for i in picks])
-        if kappa is not None:
-            values.append(kappa)
-    if not values:
-        return None
-    values.sort()
-    low = values[int((1 - confidence) / 2 * (len(values) - 1))]
-    high = values[int((1 + confidence) / 2 * (len(values) - 1))]
-    return low, high
 
 
 def diagonal(
@@ -68,7 +48,7 @@ def diagonal(
     names = (first["aggregate"]["scorer"], second["aggregate"]["scorer"])
     acc_a = sum(a) / len(a) if a else None
     acc_b = sum(b) / len(b) if b else None
-    interval = bootstrap_interval(a, b, samples, confidence, seed)
+    interval = bootstrap_paired(a, b, cohens_kappa, samples=samples, confidence=confidence, seed=seed)
     return {
         "scorers": list(names),
         "n": len(pairs),

@@ -2,7 +2,7 @@
 
 Every train series (tool policies and no-tool baselines alike) and the warm-started starting point are read
 this way, greedy, on the same test questions, so the report can compare them question by question: the per-row
-scores let it bootstrap the gap between two series on paired questions (chartrl.report.intervals).
+scores let it bootstrap the gap between two series on paired questions (chartrl.evaluate.intervals).
 """
 
 from __future__ import annotations

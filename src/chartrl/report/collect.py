@@ -90,7 +90,7 @@ SUMMARY_KEYS = ("n", "accuracy", "format_rate", "tool_call_rate", "correct_label
 
 def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     """One test_accuracy.json condition -> its summary, with a bootstrap interval per question type."""
-    from chartrl.report.intervals import bootstrap_mean
+    from chartrl.evaluate.intervals import bootstrap_mean
 
     ev = config.evaluate
     by_type: dict[str, list[float]] = {}
@@ -118,7 +118,7 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
     """Test accuracy per question type of every train series and of the warm-started start (tools on and off),
     each with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a
     paired bootstrap over the same test questions."""
-    from chartrl.report.intervals import bootstrap_paired_gap
+    from chartrl.evaluate.intervals import bootstrap_paired_gap
 
     sources: dict[str, str] = {}
     if config.backend == "verl":

@@ -1,10 +1,11 @@
-"""Bootstrap intervals of the report: hand-checkable cases, and the paired gap uses only shared questions."""
+"""Bootstrap intervals (scipy's percentile bootstrap): hand-checkable cases, the paired gap uses only shared
+questions and undefined resamples of a paired statistic are left out."""
 
 from __future__ import annotations
 
 import pytest
 
-from chartrl.report.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
 
 KW = {"samples": 2000, "confidence": 0.95, "seed": 0}
 
@@ -40,3 +41,14 @@ def test_identical_policies_have_a_zero_gap():
     scores = {str(i): float(i % 3 == 0) for i in range(60)}
     out = bootstrap_paired_gap(scores, dict(scores), **KW)
     assert out["mean"] == out["low"] == out["high"] == 0.0
+
+
+def test_a_paired_statistic_leaves_undefined_resamples_out():
+    from chartrl.evaluate.diagonal import cohens_kappa
+    from chartrl.evaluate.intervals import bootstrap_paired
+
+    assert bootstrap_paired([1, 1, 1], [1, 1, 1], cohens_kappa, **KW) is None  # kappa undefined on every resample
+    assert bootstrap_paired([], [], cohens_kappa, **KW) is None
+    a, b = [1, 0, 1, 1, 0, 0], [1, 0, 1, 0, 0, 1]  # some resamples draw one class only: kappa undefined there
+    low, high = bootstrap_paired(a, b, cohens_kappa, **KW)
+    assert -1.0 <= low <= cohens_kappa(a, b) <= high <= 1.0
