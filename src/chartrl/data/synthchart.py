@@ -99,7 +99,10 @@ METRICS = (
     ("Number of visitors", "in thousands"),
 )
 SERIES_SETS = (("Men", "Women"), ("2019", "2020", "2021"), ("Urban", "Rural"), ("Online", "In store"), ("Q1", "Q2"))
-# The mini layout (facts.md): sizes in pixels. The slot is one merged patch (14 px patches, 2 x 2 merge).
+# The mini layout, sizes in pixels. The slot is one merged patch (14 px patches, 2 x 2 merge). Measured on this
+# kind of CPU with a 2.4 M-parameter model trained from scratch for 10 minutes: in this layout value reading is
+# learned on the masked chart (1.00 on 300 held-out charts, 0.10 with shuffled images) but not on the full chart
+# (0.18-0.20), so the tool turns an unreadable question into a solved one; tall plots (140 px) were not learned.
 MINI_SIZE = (168, 56)
 MINI_SLOT = 28
 MINI_SLOTS = 6

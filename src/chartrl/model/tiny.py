@@ -37,7 +37,8 @@ def build_processor(tokenizer, model: ModelConfig):
         merge_size=MERGE_SIZE,
         temporal_patch_size=2,
     )
-    # The video processor is unused but required: the processor class cannot be built without one (facts.md).
+    # The video processor is unused but required: transformers' Qwen2.5-VL processor cannot be built without one
+    # (construction fails unless it is passed explicitly), and it needs torchvision installed.
     return Qwen2_5_VLProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,
@@ -78,7 +79,7 @@ def model_config(tokenizer, tiny) -> Any:
         "spatial_merge_size": MERGE_SIZE,
         "temporal_patch_size": 2,
         "window_size": 112,
-        # every block full attention: windows buy nothing on images this small (facts.md recipe)
+        # every block full attention: windows buy nothing on images this small (a 168 x 56 chart is 12 merged tokens)
         "fullatt_block_indexes": list(range(tiny.vision_depth)),
     }
     return Qwen2_5_VLConfig(

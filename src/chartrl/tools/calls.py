@@ -1,8 +1,8 @@
 """The values passed between the tool-call parser, the tools and the rollout: calls, errors and outcomes.
 
-A model's mistake is data, never an exception (``shared/style.md``, habit 6): every way a tool call can go wrong
-is a :class:`ToolError` whose ``kind`` is one of :data:`ERROR_KINDS`, shown to the model as one line of text and
-counted by the rewards as a malformed or a failed call.
+A model's mistake is data, never an exception (a malformed call must not crash a rollout): every way a tool call
+can go wrong is a :class:`ToolError` whose ``kind`` is one of :data:`ERROR_KINDS`, shown to the model as one line of
+text and counted by the rewards as a malformed or a failed call.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ TOOL_ERROR_KINDS = (
 ERROR_KINDS = PARSE_ERROR_KINDS + TOOL_ERROR_KINDS
 
 OUTCOMES = ("none", "executed", "malformed", "failed")
-"""The outcome label the rewards use (``shared/design.md``, v2_shaped tool_term: +1 executed, -1 malformed or
-failed, 0 none)."""
+"""The outcome label the rewards use (the v2_shaped reward's tool term: +1 executed, -1 malformed or failed,
+0 none)."""
 
 
 @dataclass(frozen=True)
