@@ -195,7 +195,7 @@ def start_head(
     base_port: int | None = None,
     num_cpus: int | None = None,
     num_gpus: int | None = None,
-    timeout_s: float = 90.0,
+    timeout_s: float = 300.0,  # a head takes 10-20 s on an idle 2-core machine, over 90 s on a loaded one
 ) -> HeadState:
     """Start the head (or return the one already running from ``temp_dir``) and wait until its job API answers."""
     temp_dir = Path(temp_dir).resolve()
