@@ -34,8 +34,8 @@ def package_sources(*parts):
     return [str(f) for f in files]
 
 
-DATA_CODE = package_sources("data", "config.py", "files.py", "progress.py", "tracking.py")
-MODEL_CODE = package_sources("model", "rollout", "tools", "prompts", "config.py", "files.py", "tracking.py")
+DATA_CODE = package_sources("data", "config", "files.py", "progress.py", "tracking.py")
+MODEL_CODE = package_sources("model", "rollout", "tools", "prompts", "config", "files.py", "tracking.py")
 TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge", "launch.py")
 if CFG.backend == "verl":
     TRAIN_CODE += package_sources("verl_backend")

@@ -7,7 +7,7 @@ rule report:
         report_inputs,
         test_accuracy_targets(),
         seed_targets(),
-        code=package_sources("report", "config.py"),
+        code=package_sources("report", "config"),
     output:
         html=report(
             "results/report/index.html",

@@ -29,11 +29,11 @@ from chartrl.rewards import (
     is_well_formed,
     parse_number,
     relaxed_accuracy,
-    verl_adapter,
 )
 from chartrl.rewards.scorers import SCORERS
 from chartrl.rewards.symbolic import GRADE_TIMEOUT_S
 from chartrl.tools import TOOLS, parse_tool_calls, run_tool_text
+from chartrl.verl_backend import rewards as verl_rewards
 
 CHART = Image.new("RGB", (96, 64), "white")
 BBOXES = {
@@ -170,7 +170,7 @@ def check_rewards(text: str, truth: str, outcome: str) -> None:
         params = {"accuracy": "judge"} if name in ("v2_shaped", "v3_gra") else {}
         result = timed(
             f"verl {name}",
-            verl_adapter.compute_score,
+            verl_rewards.compute_score,
             "chartqa_human",
             text,
             truth,
@@ -182,7 +182,7 @@ def check_rewards(text: str, truth: str, outcome: str) -> None:
             max_calls=2,
         )
         assert isinstance(result["score"], float)
-    timed("verl generation_record", verl_adapter.generation_record, "chartqa_human", text, truth, extra)
+    timed("verl generation_record", verl_rewards.generation_record, "chartqa_human", text, truth, extra)
 
 
 @settings(
@@ -212,7 +212,7 @@ def test_a_turn_of_several_assistant_passes_is_data(text):
     response += "\nuser\n<tool_response>Zoomed in.</tool_response>\nassistant\n" + text
     result = timed(
         "verl v3_gra",
-        verl_adapter.compute_score,
+        verl_rewards.compute_score,
         "chartqa_human",
         response,
         "42",

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from chartrl.config import Config, config_check
 from chartrl.errors import ChartrlError
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,15 @@ def ray_address_problem(address: str, source: str) -> str | None:
     if not scheme and port is None:
         return f"{where} names no port; {use}"
     return None
+
+
+@config_check("ray.address")
+def config_address_problems(config: Config) -> list[str]:
+    """A configured ``ray.address`` must be a job API address (checked again at launch, where RAY_ADDRESS wins)."""
+    if config.ray.address is None:
+        return []
+    problem = ray_address_problem(config.ray.address, "config key 'ray.address': value")
+    return [problem] if problem else []
 
 
 def job_api_address(address: str, source: str) -> str:

@@ -24,7 +24,7 @@ def call(labels):
 def dumped(synth_rows, default_config, tmp_path_factory):
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from chartrl.rewards.verl_adapter import generation_record
+    from chartrl.verl_backend.rewards import generation_record
 
     rows = [r for r in synth_rows["val"] if r.chart_type == "v_bar" and r.extra.get("about")][:2]
     first, second = rows

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from chartrl.verl_backend.hydra import OverrideValueError, hydra_value, override, override_key
 
 VALUES = [
-    "pkg://chartrl.rewards.verl_adapter",  # ':' and '/' stay unquoted: Hydra's grammar allows them
+    "pkg://chartrl.verl_backend.rewards",  # ':' and '/' stay unquoted: Hydra's grammar allows them
     "/abs/results/runs/e1/verl/train.parquet",
     "/tmp/a b/c.parquet",  # a space: quoted
     "e10/train",

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from chartrl.rewards import verl_adapter
+from chartrl.verl_backend import rewards as verl_rewards
 from chartrl.verl_backend.metrics import ALIASES, with_aliases
 
 from verl_standin import step_metrics
@@ -35,7 +35,7 @@ def verl_validation(samples: list[tuple[str, str, list[str] | None, str | None]]
     infos: dict[str, list] = {"reward": []}
     for source, _, labels, answer in samples:
         extra = {"bboxes": BBOXES, "about": json.dumps(["2019"])}
-        result = verl_adapter.v3_gra(
+        result = verl_rewards.v3_gra(
             source, response(labels, answer), "4", extra, tools=TOOLS, params={"d_format": 0.1, "d_length": 0}
         )
         infos["reward"].append(result["score"])

@@ -86,16 +86,16 @@ def test_error_kinds_and_observations():
 
 
 def test_the_adapter_reads_the_response_when_extra_info_lacks_the_episode():
-    from chartrl.rewards import verl_adapter
+    from chartrl.verl_backend import rewards as verl_rewards
 
     text = CALL + QWEN25.format(obs="Masked all x values except 2019.") + "<answer>42</answer>"
     extra = {"bboxes": json.dumps(BOXES), "question": "Value in 2019?"}
     params = {"d_format": 0.1, "d_length": 0.0, "d_tool": 0.1}
-    scored = verl_adapter.v2_shaped("synthchart", text, "42", extra, params=params, tools=TOOLS)
+    scored = verl_rewards.v2_shaped("synthchart", text, "42", extra, params=params, tools=TOOLS)
     assert scored["tool"] == pytest.approx(0.1) and scored["format"] == pytest.approx(0.1)  # executed, well-formed
     assert scored["score"] == pytest.approx(1.2)
     with pytest.raises(ValueError, match="reward_kwargs.tokenizer"):  # a length term needs the tokens counted
-        verl_adapter.v2_shaped("synthchart", text, "42", extra, params={**params, "d_length": 0.1}, tools=TOOLS)
+        verl_rewards.v2_shaped("synthchart", text, "42", extra, params={**params, "d_length": 0.1}, tools=TOOLS)
 
 
 # --- verl's own tool agent loop -----------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def generate(config) -> int:
     from transformers import AutoProcessor
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
-    from chartrl.rewards.verl_adapter import generation_record
+    from chartrl.verl_backend.rewards import generation_record
 
     processor = AutoProcessor.from_pretrained(config.actor_rollout_ref.model.path)
     dataset = load_dataset(config, config.data.val_files, processor)

@@ -61,6 +61,7 @@ from chartrl.data.contract import (
 )
 from chartrl.data.errors import DataSourceError
 from chartrl.data.images import image_source_bytes, intake
+from chartrl.data.sources import absolute, dataset_source, only_split
 from chartrl.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -296,6 +297,38 @@ def labels_named(question: str, bboxes: Mapping[str, Mapping[str, Any]]) -> list
     return [label for label in labels if label in named]
 
 
+def _original_split_options(options: dict[str, Any], split: str) -> dict[str, Any]:
+    narrowed = only_split("require_boxes")(only_split("splits")(options, split), split)
+    return only_split("refocus_boxes")(narrowed, source_split(options, split))
+
+
+def _original_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
+    base = root / dataset.options["path"]
+    folder = source_split(dataset.options, split)
+    files = [base / folder / pattern.format(split=folder) for _, pattern in SUBSET_FILES]
+    refocus = dataset.options["refocus_boxes"].get(folder)
+    return files + ([base / refocus] if refocus else [])
+
+
+def _original_box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
+    """Bar charts get boxes from the release's annotations (declared with ``annotations: true``) or a ReFocus box
+    file for the split's folder: x values for vertical bars, y values for horizontal ones."""
+    options = dataset.options
+    declared = options["annotations"] or source_split(options, split) in options["refocus_boxes"]
+    return frozenset(("x_values", "y_values")) if declared else frozenset()
+
+
+def _original_paths(options: dict[str, Any], root: Path) -> dict[str, Any]:
+    return {**options, "path": absolute(options["path"], root)}
+
+
+@dataset_source(
+    "chartqa_original",
+    _original_split_options,
+    input_files=_original_inputs,
+    box_axes=_original_box_axes,
+    resolve_paths=_original_paths,
+)
 def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     options = dataset.options
     base = Path(root) / options["path"]
@@ -486,6 +519,17 @@ def _subset_of(value: Any) -> str | None:
     return None
 
 
+def _hf_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
+    local = root / dataset.options["path"]
+    return sorted(p for p in local.rglob("*.parquet")) if local.is_dir() else []
+
+
+def _hf_paths(options: dict[str, Any], root: Path) -> dict[str, Any]:
+    """A local folder made absolute; a hub id stays as it is."""
+    return {**options, "path": absolute(options["path"], root)} if (root / options["path"]).exists() else options
+
+
+@dataset_source("chartqa_hf", only_split("splits"), input_files=_hf_inputs, resolve_paths=_hf_paths)
 def read_chartqa_hf(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     options = dataset.options
     ds = load_hub_split(options["path"], options["splits"][split], options["revision"], root)

@@ -24,6 +24,7 @@ from chartrl.config import DatasetConfig
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes
 from chartrl.data.errors import DataSourceError
 from chartrl.data.images import image_source_bytes, intake
+from chartrl.data.sources import dataset_source, only_split
 from chartrl.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,11 @@ def _iter_records(dataset: DatasetConfig, split: str, root: Path) -> Iterator[tu
         yield row_id, record, path.parent
 
 
+def _split_file(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
+    return [root / dataset.options["files"][split]]
+
+
+@dataset_source("geoqa_r1v", only_split("files"), input_files=_split_file)
 def read_geoqa_r1v(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     for row_id, record, base in _iter_records(dataset, split, root):
         try:
@@ -136,6 +142,7 @@ def _choice_index(label: Any, n_choices: int) -> int:
     return index
 
 
+@dataset_source("geoqa_mc", only_split("files"), input_files=_split_file)
 def read_geoqa_mc(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     for row_id, record, base in _iter_records(dataset, split, root):
         try:

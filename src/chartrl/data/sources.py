@@ -1,38 +1,81 @@
-"""The reader registry: one entry per ``datasets.<name>.source`` value.
+"""The reader registry: one entry per ``datasets.<name>.source`` value, registered by its reader.
 
-Each source says how to read one split (an iterator of contract rows and rejects), which part of the dataset's
-config a split depends on (what the data rule passes as its params, so Snakemake reruns exactly the splits a
-change touches) and which local files it reads (the rule's inputs).
+A reader module decorates its read function with :func:`dataset_source`, saying how to read one split (an iterator
+of contract rows and rejects), which part of the dataset's config a split depends on (what the data rule passes as
+its params, so Snakemake reruns exactly the splits a change touches), which local files it reads (the rule's
+inputs), which label boxes its charts can have and how its local paths resolve. Every module of ``chartrl.data``
+is imported with this one (see the end of the file), so a new source is its reader module and its entry in the
+config schema (``$defs/dataset`` and the definition of its options), nothing else.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import DatasetConfig
-from chartrl.data import chartqa, geoqa, synthchart
 from chartrl.data.contract import Rejected, Row
 
 Reader = Callable[..., Iterator[Row | Rejected]]
+SplitOptions = Callable[[dict[str, Any], str], dict[str, Any]]
+
+
+def no_input_files(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
+    return []
+
+
+def no_boxes(dataset: DatasetConfig, split: str) -> frozenset[str]:
+    return frozenset()
+
+
+def absolute(path: str, root: Path) -> str:
+    return str(path) if Path(path).is_absolute() else str((root / path).resolve())
+
+
+def absolute_files(options: dict[str, Any], root: Path) -> dict[str, Any]:
+    """Options with the per-split ``files`` (where the source has them) made absolute against ``root``."""
+    if "files" in options:
+        options = {**options, "files": {split: absolute(path, root) for split, path in options["files"].items()}}
+    return options
 
 
 @dataclass(frozen=True)
 class Source:
     read: Reader
     """read(dataset, split, root=..., threads=...) -> rows and rejects."""
-    split_options: Callable[[dict[str, Any], str], dict[str, Any]]
+    split_options: SplitOptions
     """The options one split depends on."""
-    input_files: Callable[[DatasetConfig, str, Path], list[Path]]
+    input_files: Callable[[DatasetConfig, str, Path], list[Path]] = no_input_files
     """Local files one split reads (none for generated data or a hub id)."""
-    box_axes: Callable[[DatasetConfig, str], frozenset[str]] = lambda *_: frozenset()
+    box_axes: Callable[[DatasetConfig, str], frozenset[str]] = no_boxes
     """The bboxes axes (``x_values``, ``y_values``) whose label boxes the config says a split can have; what the
     focus tools need. Judged from the config alone, so a study is checked before its data exists."""
+    resolve_paths: Callable[[dict[str, Any], Path], dict[str, Any]] = absolute_files
+    """Options with relative local paths made absolute against the repository root (a hub id stays as it is)."""
 
 
-def _only_split(key: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
+SOURCES: dict[str, Source] = {}
+"""Source name (``datasets.<name>.source``) -> how to read it."""
+
+
+def dataset_source(name: str, split_options: SplitOptions, **details: Any) -> Callable[[Reader], Reader]:
+    """Register the decorated read function as source ``name`` (the other :class:`Source` fields as keywords);
+    a second registration under a taken name raises."""
+
+    def register(read: Reader) -> Reader:
+        if name in SOURCES:
+            raise ValueError(f"dataset source {name!r} is already registered")
+        SOURCES[name] = Source(read, split_options, **details)
+        return read
+
+    return register
+
+
+def only_split(key: str) -> SplitOptions:
     """Narrow a per-split mapping (or list) under ``key`` to one split."""
 
     def narrow(options: dict[str, Any], split: str) -> dict[str, Any]:
@@ -47,56 +90,6 @@ def _only_split(key: str) -> Callable[[dict[str, Any], str], dict[str, Any]]:
     return narrow
 
 
-def _chartqa_original_split_options(options: dict[str, Any], split: str) -> dict[str, Any]:
-    narrowed = _only_split("require_boxes")(_only_split("splits")(options, split), split)
-    return _only_split("refocus_boxes")(narrowed, chartqa.source_split(options, split))
-
-
-def _chartqa_original_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
-    base = root / dataset.options["path"]
-    folder = chartqa.source_split(dataset.options, split)
-    files = [base / folder / pattern.format(split=folder) for _, pattern in chartqa.SUBSET_FILES]
-    refocus = dataset.options["refocus_boxes"].get(folder)
-    return files + ([base / refocus] if refocus else [])
-
-
-def _chartqa_hf_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
-    local = root / dataset.options["path"]
-    return sorted(p for p in local.rglob("*.parquet")) if local.is_dir() else []
-
-
-def _geoqa_inputs(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
-    return [root / dataset.options["files"][split]]
-
-
-def _synthchart_box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
-    return frozenset(
-        synthchart.BOX_AXIS_OF_STYLE[s] for s in dataset.options["styles"] if s in synthchart.BOX_AXIS_OF_STYLE
-    )
-
-
-def _chartqa_original_box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
-    """Bar charts get boxes from the release's annotations (declared with ``annotations: true``) or a ReFocus box
-    file for the split's folder: x values for vertical bars, y values for horizontal ones."""
-    options = dataset.options
-    declared = options["annotations"] or chartqa.source_split(options, split) in options["refocus_boxes"]
-    return frozenset(("x_values", "y_values")) if declared else frozenset()
-
-
-SOURCES: dict[str, Source] = {
-    "synthchart": Source(synthchart.read_synthchart, synthchart.narrow_options, lambda *_: [], _synthchart_box_axes),
-    "chartqa_original": Source(
-        chartqa.read_chartqa_original,
-        _chartqa_original_split_options,
-        _chartqa_original_inputs,
-        _chartqa_original_box_axes,
-    ),
-    "chartqa_hf": Source(chartqa.read_chartqa_hf, _only_split("splits"), _chartqa_hf_inputs),
-    "geoqa_r1v": Source(geoqa.read_geoqa_r1v, _only_split("files"), _geoqa_inputs),
-    "geoqa_mc": Source(geoqa.read_geoqa_mc, _only_split("files"), _geoqa_inputs),
-}
-
-
 def source_of(dataset: DatasetConfig) -> Source:
     try:
         return SOURCES[dataset.source]
@@ -104,18 +97,9 @@ def source_of(dataset: DatasetConfig) -> Source:
         raise KeyError(f"unknown dataset source {dataset.source!r}; known: {', '.join(sorted(SOURCES))}") from None
 
 
-def _absolute(path: str, root: Path) -> str:
-    return str(path) if Path(path).is_absolute() else str((root / path).resolve())
-
-
 def resolve_paths(source: str, options: dict[str, Any], root: Path) -> dict[str, Any]:
     """Options with relative local paths made absolute against ``root`` (a hub id stays as it is)."""
-    options = dict(options)
-    if source == "chartqa_original" or (source == "chartqa_hf" and (root / options["path"]).exists()):
-        options["path"] = _absolute(options["path"], root)
-    if "files" in options:
-        options["files"] = {split: _absolute(path, root) for split, path in options["files"].items()}
-    return options
+    return SOURCES[source].resolve_paths(dict(options), root)
 
 
 def split_spec(dataset: DatasetConfig, split: str, root: Path) -> dict[str, Any]:
@@ -124,3 +108,8 @@ def split_spec(dataset: DatasetConfig, split: str, root: Path) -> dict[str, Any]
     spec["options"] = resolve_paths(dataset.source, source_of(dataset).split_options(spec["options"], split), root)
     spec["splits"] = [split]
     return spec
+
+
+# Every reader registers its source when its module is imported: import them all, once, with this registry.
+for _module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+    importlib.import_module(f"{__package__}.{_module.name}")

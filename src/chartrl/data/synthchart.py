@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from chartrl.config import DatasetConfig, to_plain
+from chartrl.config import Config, DatasetConfig, config_check, to_plain
 from chartrl.data.bands import half_way_intervals
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Row, empty_bboxes, normalise_box
+from chartrl.data.sources import dataset_source
 from chartrl.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -622,6 +623,26 @@ def rows_for_chart(job: tuple[str, str, int, ChartData, Mapping[str, Any]]) -> l
     return rows
 
 
+def box_axes(dataset: DatasetConfig, split: str) -> frozenset[str]:
+    """The axes whose label boxes the configured chart styles draw (bar charts; not lines or pies)."""
+    return frozenset(BOX_AXIS_OF_STYLE[s] for s in dataset.options["styles"] if s in BOX_AXIS_OF_STYLE)
+
+
+@config_check("synthchart categories")
+def category_problems(config: Config) -> list[str]:
+    """A synthchart dataset's ``min_categories`` is at most its ``max_categories``."""
+    problems = []
+    for name, dataset in config.datasets.items():
+        opts = dataset.options
+        if dataset.source == "synthchart" and opts["min_categories"] > opts["max_categories"]:
+            problems.append(
+                f"config key 'datasets.{name}.min_categories': value {opts['min_categories']} is larger than "
+                f"max_categories ({opts['max_categories']}); make min_categories <= max_categories"
+            )
+    return problems
+
+
+@dataset_source("synthchart", narrow_options, box_axes=box_axes)
 def read_synthchart(dataset: DatasetConfig, split: str, *, threads: int = 1, **_: Any) -> Iterator[Row]:
     """Plan and render the charts of ``split``, in parallel over ``threads`` processes, with progress lines."""
     options = dataset.options

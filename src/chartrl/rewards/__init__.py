@@ -7,11 +7,14 @@
   ``v1_rule``, ``v1_judge``, ``v2_shaped``, ``v3_gra``, ``r1v``, ``multiple_choice``.
 - :data:`SCORERS`, :func:`get_scorer`: ``rule``, ``judge``, ``panel``.
 - :func:`extract_answer`, :func:`relaxed_accuracy`: the answer rules.
-- ``chartrl.rewards.verl_adapter``: the same rewards as verl custom reward functions.
+- :data:`PARTS`: reward name -> its parts; :func:`bounds`: the range of a reward's ``overall``.
+
+A reward is a function in ``chartrl.rewards.combine`` decorated with ``register_reward`` plus its entry in the
+config schema; ``chartrl.verl_backend.rewards`` serves every registered reward to verl under its name.
 """
 
+from chartrl.rewards import combine  # noqa: F401  (registers the rewards)
 from chartrl.rewards.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
-from chartrl.rewards.combine import PARTS, bounds
 from chartrl.rewards.inputs import METADATA_FIELDS, TOOL_OUTCOMES, RewardInput
 from chartrl.rewards.registry import (
     REWARDS,
@@ -19,11 +22,16 @@ from chartrl.rewards.registry import (
     Reward,
     RewardDefinition,
     accuracy_signal,
+    bounds,
     build_reward,
     get_reward,
+    register_reward,
     reward_names,
 )
 from chartrl.rewards.scorers import SCORERS, aggregate, get_scorer
+
+PARTS: dict[str, tuple[str, ...]] = {name: definition.parts for name, definition in REWARDS.items()}
+"""Reward name -> the keys of its dict, in order."""
 
 __all__ = [
     "METADATA_FIELDS",
@@ -45,6 +53,7 @@ __all__ = [
     "get_scorer",
     "is_well_formed",
     "parse_number",
+    "register_reward",
     "relaxed_accuracy",
     "reward_names",
 ]

@@ -1,12 +1,14 @@
-"""How each reward turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``: pure
-per-item functions, so every reward definition (README, "Rewards and the judge") reads in a few lines and
-the property tests call them directly.
+"""The rewards: how each turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``.
+Pure per-item functions, so every reward definition (README, "Rewards and the judge") reads in a few lines and
+the property tests call them directly. Each is registered by its decorator (``chartrl.rewards.registry``) with
+its parts, what grades its answers and its bounds; a new reward is one more decorated function here plus its
+entry in the config schema (``$defs/reward``).
 
-Part names are stable per reward (``PARTS``); the trainer logs each as ``reward/<part>``. In the shaped rewards
-the parts are the *contributions* to ``overall`` (a term times its delta, after gating), so ``overall`` is their
-sum plus the accuracy, and a switched-off term reads 0. ``judge_failure`` is a flag (1 when the judge gave no
-verdict and the rule accuracy stood in), not a contribution; so is r1v's ``grade_timeout`` (1 when mathruler
-overran its time limit and the answer was graded incorrect, ``chartrl.rewards.symbolic``).
+Part names are stable per reward (the decorator's ``parts``); the trainer logs each as ``reward/<part>``. In the
+shaped rewards the parts are the *contributions* to ``overall`` (a term times its delta, after gating), so
+``overall`` is their sum plus the accuracy, and a switched-off term reads 0. ``judge_failure`` is a flag (1 when
+the judge gave no verdict and the rule accuracy stood in), not a contribution; so is r1v's ``grade_timeout`` (1
+when mathruler overran its time limit and the answer was graded incorrect, ``chartrl.rewards.symbolic``).
 
 Bounds (``d_*`` the deltas, ``b`` the tool bonus; property-tested):
 
@@ -25,21 +27,25 @@ from typing import Any
 
 from chartrl.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
 from chartrl.rewards.inputs import RewardInput
+from chartrl.rewards.registry import register_reward
 from chartrl.rewards.symbolic import grade_answer_within
 from chartrl.rewards.terms import conditional_tool_bonus, format_term, length_term, tool_term
 
 Parts = dict[str, float]
 
-PARTS: dict[str, tuple[str, ...]] = {
-    "v1_rule": ("overall", "accuracy", "tool_bonus"),
-    "v1_judge": ("overall", "accuracy", "tool_bonus", "judge_failure"),
-    "v2_shaped": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
-    "v3_gra": ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure"),
-    "r1v": ("overall", "accuracy", "format", "tool_bonus", "grade_timeout"),
-    "multiple_choice": ("overall", "accuracy", "format", "tool_bonus"),
-}
 
-
+@register_reward(
+    "v1_rule",
+    description="relaxed accuracy of the final answer",
+    parts=("overall", "accuracy", "tool_bonus"),
+    accuracy="rule",
+)
+@register_reward(
+    "v1_judge",
+    description="judge verdict on the final answer (1 correct, 0 not)",
+    parts=("overall", "accuracy", "tool_bonus", "judge_failure"),
+    accuracy="judge",
+)
 def accuracy_only(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """v1_rule and v1_judge: overall = accuracy (+ the conditional tool bonus, off by default)."""
     bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
@@ -59,6 +65,22 @@ def shaping_contributions(item: RewardInput, params: Mapping[str, Any]) -> dict[
     }
 
 
+def shaped_bounds(params: Mapping[str, Any]) -> tuple[float, float]:
+    """overall in [-(d_format + d_length + d_tool), 1 + d_format + d_tool + tool_bonus]."""
+    low = -(params["d_format"] + params["d_length"] + params["d_tool"])
+    return low, 1 + params["d_format"] + params["d_tool"] + params.get("tool_bonus", 0.0)
+
+
+SHAPED_PARTS = ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure")
+
+
+@register_reward(
+    "v2_shaped",
+    description="accuracy + format, length and tool terms, each with its own delta",
+    parts=SHAPED_PARTS,
+    accuracy="configured",
+    bounds=shaped_bounds,
+)
 def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """overall = accuracy + d_format * format_term + d_length * length_term + d_tool * tool_term (+ tool bonus)."""
     parts = shaping_contributions(item, params)
@@ -67,6 +89,13 @@ def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], jud
     return {"overall": overall, "accuracy": accuracy, **parts, "tool_bonus": bonus, "judge_failure": judge_failure}
 
 
+@register_reward(
+    "v3_gra",
+    description="gated reward aggregation: bonuses only for correct answers, penalties always",
+    parts=SHAPED_PARTS,
+    accuracy="configured",
+    bounds=shaped_bounds,
+)
 def v3_gra(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """Gated reward aggregation: a positive contribution (a bonus) is multiplied by the accuracy, so it counts only
     when the answer is correct (and in proportion for a panel's mean accuracy); a negative one (a penalty) always
@@ -109,6 +138,12 @@ def r1v_format(response: str) -> float:
     return 0.0
 
 
+@register_reward(
+    "r1v",
+    description="EasyR1 r1v: think/answer format + mathruler accuracy (GeoQA)",
+    parts=("overall", "accuracy", "format", "tool_bonus", "grade_timeout"),
+    accuracy="own",
+)
 def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     """EasyR1's r1v reward for GeoQA: overall = (1 - w) * accuracy + w * format, accuracy by mathruler's
     ``grade_answer`` (what EasyR1 uses), run under a hard time limit (``grade_timeout`` flags an overrun, graded
@@ -129,6 +164,12 @@ def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     }
 
 
+@register_reward(
+    "multiple_choice",
+    description="the letter in the last \\boxed{} against the labelled option (GeoQA multiple choice)",
+    parts=("overall", "accuracy", "format", "tool_bonus"),
+    accuracy="own",
+)
 def multiple_choice(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     """Multiple-choice GeoQA: accuracy 1 when the letter in the last ``\\boxed{}`` is the labelled option.
     ``format`` (1 when the last box holds an option letter) is logged, not added."""
@@ -136,13 +177,3 @@ def multiple_choice(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     accuracy = 1.0 if choice is not None and choice == item.ground_truth.strip().upper() else 0.0
     bonus = conditional_tool_bonus(accuracy, item.tool_outcome, params["tool_bonus"])
     return {"overall": accuracy + bonus, "accuracy": accuracy, "format": float(choice is not None), "tool_bonus": bonus}
-
-
-def bounds(name: str, params: Mapping[str, Any]) -> tuple[float, float]:
-    """The documented range of ``overall`` for reward ``name`` with ``params`` (see the module docstring)."""
-    bonus = params.get("tool_bonus", 0.0)
-    if name in ("v2_shaped", "v3_gra"):
-        return -(params["d_format"] + params["d_length"] + params["d_tool"]), 1 + params["d_format"] + params[
-            "d_tool"
-        ] + bonus
-    return 0.0, 1.0 + bonus

@@ -1,5 +1,6 @@
-"""The reward registry: one name -> one definition, and :func:`get_reward` to build a callable reward from a name
-and its params (validated, defaults filled, by the config schema's reward definition).
+"""The reward registry: one name -> one definition, registered by decorating the reward's function with
+:func:`register_reward` (``chartrl.rewards.combine``), and :func:`get_reward` to build a callable reward from a
+name and its params (validated, defaults filled, by the config schema's reward definition).
 
 A reward is called on a batch (``reward(list_of_RewardInput) -> list[dict]``): rule rewards score item by
 item; judge-based ones (``v1_judge``; ``v2_shaped``/``v3_gra`` with ``accuracy: judge|panel``) first judge the
@@ -20,9 +21,15 @@ from typing import Any
 
 from chartrl.config import JudgeConfig, parse_reward_spec
 from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
-from chartrl.rewards import combine
 from chartrl.rewards.answers import extract_answer, relaxed_accuracy
 from chartrl.rewards.inputs import RewardInput
+
+Bounds = Callable[[Mapping[str, Any]], tuple[float, float]]
+
+
+def accuracy_bounds(params: Mapping[str, Any]) -> tuple[float, float]:
+    """overall in [0, 1 + tool_bonus]: an accuracy plus the conditional tool bonus."""
+    return 0.0, 1.0 + params.get("tool_bonus", 0.0)
 
 
 @dataclass(frozen=True)
@@ -30,73 +37,45 @@ class RewardDefinition:
     name: str
     description: str
     parts: tuple[str, ...]
-    accuracy_signal: Callable[[Mapping[str, Any]], str]
-    """params -> ``rule``, ``judge``, ``panel``, or ``own`` (the reward grades answers itself)."""
+    """The keys of the reward's dict, in a stable order (each logged as ``reward/<part>``)."""
+    accuracy: str
+    """What grades answers: ``rule``, ``judge``, ``own`` (the reward grades them itself), or ``configured`` (the
+    reward's ``accuracy`` param: ``rule``, ``judge`` or ``panel``)."""
     combine: Callable[..., dict[str, float]]
     """``(accuracy, item, params, judge_failure)`` for accuracy-based rewards, ``(item, params)`` for ``own``."""
+    bounds: Bounds
+    """params -> the documented range of ``overall`` (property-tested)."""
+
+    def accuracy_signal(self, params: Mapping[str, Any]) -> str:
+        """``rule``, ``judge``, ``panel`` or ``own`` for these params."""
+        return params["accuracy"] if self.accuracy == "configured" else self.accuracy
 
 
-def _rule(params: Mapping[str, Any]) -> str:
-    return "rule"
+REWARDS: dict[str, RewardDefinition] = {}
+"""Reward name -> definition, filled by :func:`register_reward`. A reward also needs its entry in the config
+schema (``$defs/reward``: the name in the enum and its params with their defaults)."""
 
 
-def _judge(params: Mapping[str, Any]) -> str:
-    return "judge"
+def register_reward(
+    name: str, *, description: str, parts: tuple[str, ...], accuracy: str, bounds: Bounds = accuracy_bounds
+) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
+    """Register the decorated function as reward ``name`` (the function combines one response's accuracy and
+    inputs into ``{"overall", <parts>}``; see :class:`RewardDefinition`). A taken name raises."""
+    if accuracy not in ("rule", "judge", "own", "configured"):
+        raise ValueError(f"reward {name!r}: accuracy {accuracy!r} is not one of rule, judge, own, configured")
+
+    def register(combine: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
+        if name in REWARDS:
+            raise ValueError(f"reward {name!r} is already registered ({REWARDS[name].combine.__qualname__})")
+        REWARDS[name] = RewardDefinition(name, description, parts, accuracy, combine, bounds)
+        return combine
+
+    return register
 
 
-def _configured(params: Mapping[str, Any]) -> str:
-    return params["accuracy"]
-
-
-def _own(params: Mapping[str, Any]) -> str:
-    return "own"
-
-
-_DEFINITIONS = (
-    RewardDefinition(
-        name="v1_rule",
-        description="relaxed accuracy of the final answer",
-        parts=combine.PARTS["v1_rule"],
-        accuracy_signal=_rule,
-        combine=combine.accuracy_only,
-    ),
-    RewardDefinition(
-        name="v1_judge",
-        description="judge verdict on the final answer (1 correct, 0 not)",
-        parts=combine.PARTS["v1_judge"],
-        accuracy_signal=_judge,
-        combine=combine.accuracy_only,
-    ),
-    RewardDefinition(
-        name="v2_shaped",
-        description="accuracy + format, length and tool terms, each with its own delta",
-        parts=combine.PARTS["v2_shaped"],
-        accuracy_signal=_configured,
-        combine=combine.v2_shaped,
-    ),
-    RewardDefinition(
-        name="v3_gra",
-        description="gated reward aggregation: bonuses only for correct answers, penalties always",
-        parts=combine.PARTS["v3_gra"],
-        accuracy_signal=_configured,
-        combine=combine.v3_gra,
-    ),
-    RewardDefinition(
-        name="r1v",
-        description="EasyR1 r1v: think/answer format + mathruler accuracy (GeoQA)",
-        parts=combine.PARTS["r1v"],
-        accuracy_signal=_own,
-        combine=combine.r1v,
-    ),
-    RewardDefinition(
-        name="multiple_choice",
-        description="the letter in the last \\boxed{} against the labelled option (GeoQA multiple choice)",
-        parts=combine.PARTS["multiple_choice"],
-        accuracy_signal=_own,
-        combine=combine.multiple_choice,
-    ),
-)
-REWARDS: dict[str, RewardDefinition] = {definition.name: definition for definition in _DEFINITIONS}
+def bounds(name: str, params: Mapping[str, Any]) -> tuple[float, float]:
+    """The documented range of ``overall`` for reward ``name`` with ``params``."""
+    return REWARDS[name].bounds(params)
 
 
 @dataclass(frozen=True)
@@ -121,7 +100,7 @@ class Reward:
 
     @property
     def bounds(self) -> tuple[float, float]:
-        return combine.bounds(self.name, self.params)
+        return self.definition.bounds(self.params)
 
     def __call__(self, items: Sequence[RewardInput]) -> list[dict[str, float]]:
         return self.evaluate(items).rewards

@@ -16,7 +16,7 @@ names below are chartrl's config keys, with verl's name in brackets.
 
 from __future__ import annotations
 
-from chartrl.config import RolloutConfig, TrainConfig, VerlConfig
+from chartrl.config import Config, RolloutConfig, TrainConfig, VerlConfig, config_check
 
 
 def _multiples(base: int, near: int, count: int = 2) -> str:
@@ -24,6 +24,12 @@ def _multiples(base: int, near: int, count: int = 2) -> str:
     lower = max(base, (near // base) * base)
     candidates = sorted({lower, lower + base} - {near})[:count]
     return " or ".join(str(c) for c in candidates)
+
+
+@config_check("verl batch sizes")
+def config_batch_problems(config: Config) -> list[str]:
+    """The batch rules, for a config whose backend is verl (registered with the config checks)."""
+    return batch_problems(config.train, config.rollout, config.verl) if config.backend == "verl" else []
 
 
 def batch_problems(train: TrainConfig, rollout: RolloutConfig, verl: VerlConfig) -> list[str]:

@@ -13,7 +13,7 @@ One row per question::
                    "tools_kwargs": {tool: {"create_kwargs": {"bboxes": JSON}}} (tool series only)}
     agent_name    tool_agent | single_turn_agent
 
-``extra_info`` reaches our reward function (``chartrl.rewards.verl_adapter``) with the fields it reads under the
+``extra_info`` reaches our reward function (``chartrl.verl_backend.rewards``) with the fields it reads under the
 names it reads them; the episode's tool statistics are not in it (they are what the policy does).
 """
 

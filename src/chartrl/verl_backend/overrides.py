@@ -16,7 +16,7 @@ What each group of overrides does, and why:
   and with ``seq-mean-token-sum-norm`` over a constant ``loss_scale_factor`` = the response length budget
   (verl's vLLM server bounds every pass by it, so it is the most tokens a response can sample); the settings come
   from ``chartrl.train.algorithms``, the registry the local trainer uses.
-- reward: our reward as a verl custom reward function (``chartrl.rewards.verl_adapter``) with its params, the
+- reward: our reward as a verl custom reward function (``chartrl.verl_backend.rewards``) with its params, the
   judge settings when it judges (the key's variable NAME only), the offered tools and, when the length term is on,
   the tokenizer that counts response tokens.
 - trainer: ``[console, mlflow]`` logging into the series' run (``MLFLOW_RUN_ID`` is added at launch, when the run
@@ -35,10 +35,10 @@ from typing import Any
 from chartrl.config import Config, ConfigError, EvalSeries, TrainSeries
 from chartrl.verl_backend.hydra import override
 
-REWARD_MODULE = "pkg://chartrl.rewards.verl_adapter"
+REWARD_MODULE = "pkg://chartrl.verl_backend.rewards"
 GENERATION_REWARD = "generation_record"
 """The reward function of a generation (val_only) job: rule accuracy as verl's score, plus the row id that ties
-each line of verl's generation dump to its question (``chartrl.rewards.verl_adapter.generation_record``)."""
+each line of verl's generation dump to its question (``chartrl.verl_backend.rewards.generation_record``)."""
 TOOL_AGENT = "tool_agent"
 SINGLE_TURN_AGENT = "single_turn_agent"
 IMAGE_TOKEN_PIXELS = 28 * 28
@@ -157,7 +157,7 @@ def uses_length(series: TrainSeries) -> bool:
 
 
 def reward_kwargs(series: TrainSeries, config: Config, workdir: Path) -> dict[str, Any]:
-    """What ``chartrl.rewards.verl_adapter`` receives besides each sample: the reward's params, the judge settings
+    """What ``chartrl.verl_backend.rewards`` receives besides each sample: the reward's params, the judge settings
     (only when it judges; the key's variable name, never the key), the tools the policy was offered and the
     tokenizer that counts response tokens (only when the length term is on)."""
     from chartrl.config import to_plain

@@ -2,11 +2,12 @@
 
 verl calls ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)`` once per response
 and reads ``score`` from the returned dict (every other key becomes reward extra info, logged per part). This
-module has one such function per reward, named after it, plus a generic :func:`compute_score` taking the name::
+module serves one such function per registered reward, named after it (generated from the registry, so a new
+reward needs nothing here), plus a generic :func:`compute_score` taking the name::
 
     reward:
       custom_reward_function:
-        path: pkg://chartrl.rewards.verl_adapter      # or the file path of this module
+        path: pkg://chartrl.verl_backend.rewards      # or the file path of this module
         name: v3_gra                                   # any name in chartrl.rewards.REWARDS
         reward_kwargs:
           params: {accuracy: rule, d_format: 0.1}      # the series' reward params (validated, defaults filled)
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from chartrl.config import JudgeConfig
@@ -219,6 +220,7 @@ def read_final_turn(solution_str: str) -> str:
     return split_response(solution_str)[0][-1]
 
 
+@cache
 def reward_function(name: str) -> Callable[..., dict[str, float]]:
     """verl's ``compute_score`` for reward ``name``."""
     if name not in REWARDS:
@@ -234,9 +236,13 @@ def reward_function(name: str) -> Callable[..., dict[str, float]]:
     return score
 
 
-multiple_choice = reward_function("multiple_choice")
-r1v = reward_function("r1v")
-v1_judge = reward_function("v1_judge")
-v1_rule = reward_function("v1_rule")
-v2_shaped = reward_function("v2_shaped")
-v3_gra = reward_function("v3_gra")
+def __getattr__(name: str) -> Callable[..., dict[str, float]]:
+    """``<module>.<reward name>``: what verl's loader reads (``getattr(module, reward.custom_reward_function.name)``),
+    for every reward in the registry."""
+    if name in REWARDS:
+        return reward_function(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *REWARDS})

@@ -1,5 +1,6 @@
 """Every reward loads through verl's own ``get_custom_reward_fn`` (verl 0.9.1) and scores a sample, with the tool
-statistics and the question arriving through ``extra_info`` as verl passes them."""
+statistics and the question arriving through ``extra_info`` as verl passes them; the names verl loads are generated
+from the reward registry."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from chartrl.rewards import PARTS, REWARDS, get_reward, verl_adapter
+from chartrl.rewards import PARTS, REWARDS, get_reward
+from chartrl.verl_backend import rewards as verl_rewards
 
 from conftest import REPO
 
-ADAPTER_FILE = REPO / "src" / "chartrl" / "rewards" / "verl_adapter.py"
+ADAPTER_FILE = REPO / "src" / "chartrl" / "verl_backend" / "rewards.py"
 SAMPLES = {
     # reward: (params, solution_str, ground_truth, extra_info, expected score)
     "v1_rule": ({}, "<answer>42</answer>", "42", {}, 1.0),  # right
@@ -41,7 +43,7 @@ SAMPLES = {
 }
 
 
-def verl_config(name: str, params: dict, path: str = "pkg://chartrl.rewards.verl_adapter"):
+def verl_config(name: str, params: dict, path: str = "pkg://chartrl.verl_backend.rewards"):
     return OmegaConf.create(
         {
             "reward": {
@@ -57,7 +59,7 @@ def verl_config(name: str, params: dict, path: str = "pkg://chartrl.rewards.verl
 
 def test_every_reward_has_an_adapter_and_a_sample():
     assert set(SAMPLES) == set(REWARDS)
-    assert all(callable(getattr(verl_adapter, name)) for name in REWARDS)
+    assert all(callable(getattr(verl_rewards, name)) for name in REWARDS)
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -68,7 +70,7 @@ def test_get_custom_reward_fn_loads_and_scores(name):
     fn = get_custom_reward_fn(verl_config(name, params))
     result = fn(data_source="chartqa_human", solution_str=solution, ground_truth=truth, extra_info=extra_info)
     assert result["score"] == pytest.approx(expected) == pytest.approx(result["overall"])
-    assert set(result) == {"score", *PARTS[name], *verl_adapter.PROTOCOL_PARTS}
+    assert set(result) == {"score", *PARTS[name], *verl_rewards.PROTOCOL_PARTS}
 
 
 def test_loads_from_the_file_path_too():
@@ -78,13 +80,38 @@ def test_loads_from_the_file_path_too():
     assert fn(data_source="x", solution_str="<answer>42</answer>", ground_truth="42")["score"] == 1.0
 
 
+def test_a_new_reward_is_its_decorated_function_and_its_schema_entry(monkeypatch):
+    """What adding a reward takes: its function, decorated with register_reward, and its name in the config
+    schema; verl's loader then finds it under its name in chartrl.verl_backend.rewards, with nothing added there."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from chartrl.config import config_schema
+    from chartrl.rewards import register_reward
+
+    names = config_schema()["$defs"]["reward"]["properties"]["name"]
+    monkeypatch.setitem(names, "enum", [*names["enum"], "half_accuracy"])
+    try:
+
+        @register_reward("half_accuracy", description="half the relaxed accuracy", parts=("overall",), accuracy="rule")
+        def half_accuracy(accuracy, item, params, judge_failure=0.0):
+            return {"overall": accuracy / 2}
+
+        fn = get_custom_reward_fn(verl_config("half_accuracy", {}, path=str(ADAPTER_FILE)))
+        assert fn(data_source="x", solution_str="<answer>42</answer>", ground_truth="42")["score"] == 0.5
+        with pytest.raises(ValueError, match="already registered"):
+            register_reward("half_accuracy", description="again", parts=("overall",), accuracy="rule")(half_accuracy)
+    finally:
+        REWARDS.pop("half_accuracy", None)
+        verl_rewards.reward_function.cache_clear()
+
+
 def test_the_adapter_scores_as_the_reward_does():
-    from chartrl.rewards.verl_adapter import reward_input
+    from chartrl.verl_backend.rewards import reward_input
 
     params, solution, truth, extra_info, _ = SAMPLES["v2_shaped"]
     direct = get_reward("v2_shaped", params)([reward_input(solution, truth, "chartqa_human", extra_info)])[0]
-    via_verl = verl_adapter.v2_shaped("chartqa_human", solution, truth, extra_info, params=params)
-    protocol = {k: via_verl.pop(k) for k in verl_adapter.PROTOCOL_PARTS}
+    via_verl = verl_rewards.v2_shaped("chartqa_human", solution, truth, extra_info, params=params)
+    protocol = {k: via_verl.pop(k) for k in verl_rewards.PROTOCOL_PARTS}
     assert via_verl == {"score": direct["overall"], **direct}
     assert protocol["protocol_well_formed"] == 1.0 and protocol["protocol_tool_call"] == 0.0  # no call in the text
 
@@ -115,13 +142,13 @@ def test_protocol_indicators_count_as_the_local_trainer_does(response, about, ex
 
     extra = {"bboxes": BBOXES, "about": json.dumps(about)}
     tools = ["focus_on_x_values_with_mask"]
-    result = verl_adapter.v1_rule("synthchart", response, "4", extra, tools=tools)
-    assert tuple(result[k] for k in verl_adapter.PROTOCOL_PARTS) == expected
+    result = verl_rewards.v1_rule("synthchart", response, "4", extra, tools=tools)
+    assert tuple(result[k] for k in verl_rewards.PROTOCOL_PARTS) == expected
     assert result["score"] == result["overall"]  # the indicators are not part of the reward
 
 
 def test_unknown_names_and_bad_metadata_fail_loudly():
     with pytest.raises(KeyError, match="multiple_choice, r1v"):
-        verl_adapter.compute_score("x", "<answer>1</answer>", "1", reward="v9")
+        verl_rewards.compute_score("x", "<answer>1</answer>", "1", reward="v9")
     with pytest.raises(ValueError, match="tool_outcome"):
-        verl_adapter.v1_rule("x", "<answer>1</answer>", "1", {"tool_outcome": "maybe"})
+        verl_rewards.v1_rule("x", "<answer>1</answer>", "1", {"tool_outcome": "maybe"})

@@ -1,0 +1,150 @@
+"""The checks a schema cannot express, one registry of them: each check reads the typed config and returns the
+problems it finds, one actionable line each (the key, the value, the fix); :func:`run_checks` runs them all and
+reports every problem at once.
+
+The checks here know only the config: an eval series must name a train series and a step that is saved, every
+dataset a series or a list refers to must exist and have the splits asked of it, the judge and the prompt
+templates must exist. A check that needs a dataset source or a backend lives with the code that knows it and
+registers itself with :func:`config_check`; :data:`CHECK_MODULES` names those modules, imported by name when a
+config is checked, so this package never imports a floor above it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+
+from chartrl.config.schema import ConfigError
+from chartrl.config.sections import Config, EvalSeries, JudgeConfig, PromptConfig, TrainConfig, TrainSeries
+from chartrl.prompts import template_names
+
+Check = Callable[[Config], list[str]]
+
+CHECKS: dict[str, Check] = {}
+"""Check name -> check, in registration order."""
+
+CHECK_MODULES = (
+    "chartrl.data.sources",  # every dataset source's reader, with the checks of its options
+    "chartrl.launch",  # ray.address
+    "chartrl.verl_backend.checks",  # verl's batch arithmetic
+)
+"""The modules above ``config`` that register checks, imported by name before a config is checked."""
+
+
+def config_check(name: str) -> Callable[[Check], Check]:
+    """Register a check under ``name`` (a second registration under a taken name raises)."""
+
+    def register(check: Check) -> Check:
+        if name in CHECKS:
+            raise ValueError(f"config check {name!r} is already registered ({CHECKS[name].__module__})")
+        CHECKS[name] = check
+        return check
+
+    return register
+
+
+def run_checks(config: Config) -> None:
+    """Run every registered check; raise one ConfigError listing every problem found (each once)."""
+    for module in CHECK_MODULES:
+        importlib.import_module(module)
+    problems = [problem for check in CHECKS.values() for problem in check(config)]
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(dict.fromkeys(problems)))
+
+
+@config_check("series and datasets")
+def series_problems(config: Config) -> list[str]:
+    """Every series names a defined dataset with the splits it reads, and an eval series a train series and a
+    step its run saves; every dataset of ``extra_datasets`` is defined."""
+    problems: list[str] = []
+    defined = ", ".join(config.datasets)
+    train_ids = [s.id for s in config.train_series]
+
+    def check_dataset(key: str, name: str, splits: Iterable[str]) -> None:
+        if name not in config.datasets:
+            problems.append(
+                f"config key '{key}': dataset '{name}' is not defined; defined datasets: {defined} "
+                "(add it under 'datasets:' or pick one of these)"
+            )
+            return
+        missing = [s for s in splits if s not in config.datasets[name].splits]
+        if missing:
+            problems.append(
+                f"config key '{key}': dataset '{name}' has no split(s) {', '.join(missing)} "
+                f"(it provides {', '.join(config.datasets[name].splits)}); add them to datasets.{name}"
+            )
+
+    for series in config.series.values():
+        own = "dataset" in config.resolved["series"][series.id]
+        if isinstance(series, TrainSeries):
+            check_dataset(f"series.{series.id}.dataset" if own else "train.dataset", series.dataset, ("train", "val"))
+            continue
+        check_dataset(f"series.{series.id}.dataset" if own else "evaluate.dataset", series.dataset, (series.split,))
+        if series.of not in train_ids:
+            problems.append(
+                f"config key 'series.{series.id}.of': value '{series.of}' names no train series; "
+                f"train series are: {', '.join(train_ids) or '(none)'}"
+            )
+        elif isinstance(series.checkpoint, int) and not config.train.saves(series.checkpoint):
+            problems.append(_unsaved_step_problem(series, config.train))
+    for i, name in enumerate(config.extra_datasets):
+        check_dataset(f"extra_datasets[{i}]", name, ())
+    return problems
+
+
+def _unsaved_step_problem(series: EvalSeries, train: TrainConfig) -> str:
+    step, every = series.checkpoint, train.checkpoint_every
+    saved = f"every {every} steps up to train.steps {train.steps}"
+    if step > train.steps:
+        fix = f"raise train.steps to at least {step}, or name a step up to {train.steps}"
+    else:
+        lower, upper = (step // every) * every, (step // every + 1) * every
+        fix = f"name step {lower or every} or {upper}, or set train.checkpoint_every to a divisor of {step}"
+    return (
+        f"config key 'series.{series.id}.checkpoint': step {step} of train series {series.of} is never saved "
+        f"(checkpoints are written {saved}); {fix}"
+    )
+
+
+@config_check("judge")
+def _judge_check(config: Config) -> list[str]:
+    return judge_problems(config.judge)
+
+
+@config_check("prompts")
+def _prompt_check(config: Config) -> list[str]:
+    return prompt_problems(config.prompts)
+
+
+def prompt_problems(prompts: PromptConfig) -> list[str]:
+    known = template_names()
+    return [
+        f"config key 'prompts.{key}': template '{name}' does not exist; known templates: {', '.join(known)} "
+        "(src/chartrl/prompts/<name>.jinja)"
+        for key, name in (("tool_template", prompts.tool_template), ("no_tool_template", prompts.no_tool_template))
+        if name not in known
+    ]
+
+
+def judge_problems(judge: JudgeConfig) -> list[str]:
+    """What the schema cannot check about the judge: an ``openai`` judge (top level or panel member) needs a
+    base_url and a model, and every template must exist."""
+    problems = []
+    templates = template_names()
+    judges = [("judge", judge)] + [
+        (f"judge.panel.members[{i}]", judge.member(m)) for i, m in enumerate(judge.panel.members)
+    ]
+    for key, settings in judges:
+        if settings.backend == "openai":
+            for needed, example in (("base_url", "http://localhost:8000/v1"), ("model", "Qwen/Qwen2.5-7B-Instruct")):
+                if not getattr(settings, needed):
+                    problems.append(
+                        f"config key '{key}.{needed}': the openai judge backend needs a {needed} "
+                        f"(e.g. {example}); set it, or use backend: reference"
+                    )
+        if settings.template not in templates:
+            problems.append(
+                f"config key '{key}.template': value '{settings.template}' names no prompt template; "
+                f"templates: {', '.join(templates)} (src/chartrl/prompts/<name>.jinja)"
+            )
+    return problems

@@ -1,0 +1,606 @@
+"""The typed, frozen views of the validated config: one dataclass per section, each built one way,
+``Section.from_dict(mapping)``, from its field types (a nested section from its mapping, a tuple from a list, a
+mapping frozen). Four sections group keys differently from the config and say so in their own ``from_dict``:
+a reward spec and a panel member (a name and, beside it, the rest), the judge (validated first: it also arrives
+on its own, in a verl reward worker), a dataset (built by :func:`dataset_config`, which resolves the shared
+defaults).
+
+Values derived from the config (the dataset a series resolves to) live on these objects; nothing is written back
+into the dict, so the config that is logged is the config that ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import MappingProxyType
+from typing import Any
+
+from chartrl.config.schema import validate_fragment
+
+SPLITS = ("train", "val", "test")
+
+
+class Section:
+    """A config section's typed view; :meth:`from_dict` builds it from the section's validated mapping."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> typing.Self:
+        return _build(cls, data)
+
+
+def _build(cls: type, data: Mapping[str, Any]) -> Any:
+    """``cls(**data)`` with each value shaped by the field's type; a key that is no field raises TypeError."""
+    hints = _field_types(cls)
+    unknown = sorted(set(data) - set(hints))
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    return cls(**{key: _shaped(hints[key], value) for key, value in data.items()})
+
+
+@cache
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {field.name: hints[field.name] for field in dataclasses.fields(cls)}
+
+
+def _shaped(hint: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(hint, type) and issubclass(hint, Section):
+        return hint.from_dict(value)
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        return tuple(_shaped(item, v) for v in value)
+    if origin is Mapping:
+        return _frozen(value)
+    return value
+
+
+def _name_and_rest(data: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    return data["name"], _frozen({k: v for k, v in data.items() if k != "name"})
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def to_plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [to_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The sections
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MlflowSettings(Section):
+    tracking_uri: str
+    """MLflow tracking store; the default is a SQLite file under results/."""
+    experiment: str
+    """One MLflow experiment per config."""
+
+
+@dataclass(frozen=True)
+class DatasetConfig(Section):
+    name: str
+    """The key under ``datasets:``; also the folder under results/data/."""
+    source: str
+    """Which reader builds it (``chartrl.data.sources``)."""
+    splits: tuple[str, ...]
+    """The splits this dataset provides."""
+    max_reject_fraction: float
+    """A split fails when more than this fraction of its rows is rejected."""
+    max_image_pixels: int
+    """Decompression-bomb guard."""
+    options: Mapping[str, Any]
+    """Everything else of the dataset's section, as validated by the schema for its source."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved section as it ran (what the data rule passes on and MLflow logs)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "splits": list(self.splits),
+            "max_reject_fraction": self.max_reject_fraction,
+            "max_image_pixels": self.max_image_pixels,
+            "options": to_plain(self.options),
+        }
+
+
+@dataclass(frozen=True)
+class RewardSpec(Section):
+    name: str
+    """Reward registry name."""
+    params: Mapping[str, Any]
+    """The reward's parameters, defaults filled."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RewardSpec:
+        """A series' ``reward:`` section: the name and, beside it, the params."""
+        name, params = _name_and_rest(data)
+        return cls(name=name, params=params)
+
+
+def parse_reward_spec(spec: Mapping[str, Any], key: str = "reward") -> RewardSpec:
+    """A reward given on its own (``{"name": ..., <params>}``), validated against the schema's reward definition
+    with its defaults filled."""
+    return RewardSpec.from_dict(validate_fragment(spec, "reward", key))
+
+
+JUDGE_IDENTITY_KEYS = (
+    "backend",
+    "model",
+    "base_url",
+    "api_key_env",
+    "template",
+    "json_mode",
+    "temperature",
+    "max_tokens",
+    "numeric_tolerance",
+    "string_match",
+)
+"""The judge keys a panel member may set (``$defs/judge_identity`` of the schema)."""
+
+
+@dataclass(frozen=True)
+class PanelMember(Section):
+    name: str
+    """The member's name; its verdicts are shown and logged under it."""
+    overrides: Mapping[str, Any]
+    """The judge keys this member sets; every other key comes from the top-level judge settings."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PanelMember:
+        """A ``judge.panel.members`` entry: the name and, beside it, the judge keys it sets."""
+        name, overrides = _name_and_rest(data)
+        return cls(name=name, overrides=overrides)
+
+
+@dataclass(frozen=True)
+class PanelConfig(Section):
+    combine: str
+    """``majority`` (ties are incorrect) or ``mean``."""
+    members: tuple[PanelMember, ...]
+
+
+@dataclass(frozen=True)
+class JudgeConfig(Section):
+    """The ``judge:`` section (documentation and defaults: ``$defs/judge`` of the schema)."""
+
+    backend: str
+    """``reference`` (offline answer equivalence, not an LLM) or ``openai`` (OpenAI-compatible endpoint)."""
+    model: str | None
+    base_url: str | None
+    api_key_env: str
+    """The NAME of the environment variable with the key (never the key)."""
+    template: str
+    """Judge prompt template name (src/chartrl/prompts/<template>.jinja)."""
+    json_mode: str
+    temperature: float
+    max_tokens: int
+    numeric_tolerance: float
+    string_match: str
+    max_response_chars: int
+    max_concurrency: int
+    max_retries: int
+    backoff_initial_s: float
+    backoff_max_s: float
+    timeout_s: float
+    max_judge_failure_fraction: float
+    """Above this share of the sent items ending as judge failures, scoring fails naming the endpoint."""
+    cache_path: str | None
+    panel: PanelConfig
+
+    def member(self, member: PanelMember) -> JudgeConfig:
+        """The full settings of one panel member: the top-level settings with the member's keys replaced (a
+        derived object; the config itself is not changed)."""
+        return dataclasses.replace(self, **member.overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as it runs (the form :meth:`from_dict` and a verl reward worker read)."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "panel"}
+        data["panel"] = {
+            "combine": self.panel.combine,
+            "members": [{"name": m.name, **to_plain(m.overrides)} for m in self.panel.members],
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, section: Mapping[str, Any]) -> JudgeConfig:
+        """Validate a ``judge:`` section (defaults filled) and return its typed view."""
+        return _build(cls, validate_fragment(section, "judge", "judge"))
+
+
+@dataclass(frozen=True)
+class TrainSeries(Section):
+    id: str
+    generation: str
+    description: str
+    tools: bool
+    reward: RewardSpec
+    algorithm: str
+    dataset: str
+    """Resolved: the series' own ``dataset`` or ``train.dataset``."""
+    kind: str = "train"
+
+
+@dataclass(frozen=True)
+class EvalSeries(Section):
+    id: str
+    generation: str
+    description: str
+    of: str
+    checkpoint: str | int
+    scorers: tuple[str, ...]
+    dataset: str
+    """Resolved: the series' own ``dataset`` or ``evaluate.dataset``."""
+    split: str
+    kind: str = "eval"
+
+
+@dataclass(frozen=True)
+class TinyModelConfig(Section):
+    """Sizes of the embedded default's tiny Qwen2.5-VL (documented in the schema under model.tiny)."""
+
+    seed: int
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vision_depth: int
+    vision_hidden_size: int
+    vision_intermediate_size: int
+    vision_num_heads: int
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    path: str | None
+    """A pretrained Qwen2.5-VL (folder or hub id); None builds the tiny model."""
+    tiny: TinyModelConfig
+    min_pixels: int
+    max_pixels: int
+    """Image processor bounds: at most max_pixels / 784 image tokens per image."""
+
+
+@dataclass(frozen=True)
+class PromptConfig(Section):
+    tool_template: str
+    no_tool_template: str
+    list_labels: bool
+
+
+@dataclass(frozen=True)
+class ToolsConfig(Section):
+    names: tuple[str, ...]
+    max_calls_per_turn: int
+    max_tool_turns: int
+
+
+@dataclass(frozen=True)
+class RolloutConfig(Section):
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class WarmstartConfig(Section):
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+    weight_decay: float
+    grad_clip: float
+    seed: int
+    tool_rate: float
+    correct_label_rate: float
+    correct_label_rate_start: float | None
+    no_tool_rate: float
+    perception_rate: float
+    perception_steps: int
+    text_steps: int
+    text_restate_rate: float
+    eval_rows: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class LoraSettings(Section):
+    enabled: bool
+    r: int
+    alpha: int
+    dropout: float
+    target_modules: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TrainConfig(Section):
+    """The local trainer's settings (schema: train)."""
+
+    dataset: str
+    steps: int
+    prompts_per_step: int
+    lr: float
+    lr_warmup_steps: int
+    lr_scheduler: str
+    min_lr_ratio: float
+    weight_decay: float
+    clip_ratio: float
+    clip_ratio_low: float | None
+    clip_ratio_high: float | None
+    kl_coef: float
+    ppo_epochs: int
+    micro_batch_size: int
+    grad_clip: float
+    exclude_degenerate: bool
+    val_every: int
+    val_rows: int
+    checkpoint_every: int
+    keep_last: int
+    seed: int
+    threads: int
+    lora: LoraSettings
+
+    @property
+    def clip_low(self) -> float:
+        """The lower PPO clip: ``clip_ratio_low``, else ``clip_ratio``."""
+        return self.clip_ratio if self.clip_ratio_low is None else self.clip_ratio_low
+
+    @property
+    def clip_high(self) -> float:
+        """The upper PPO clip: ``clip_ratio_high``, else ``clip_ratio``."""
+        return self.clip_ratio if self.clip_ratio_high is None else self.clip_ratio_high
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of update ``step`` (1-based), from verl's own schedule functions
+        (``verl.utils.torch_functional``), which the verl backend's actor uses with the same settings."""
+        return self.lr * lr_factor(self.lr_scheduler, self.lr_warmup_steps, self.steps, self.min_lr_ratio, step)
+
+    def saves(self, step: int) -> bool:
+        """Whether a run of these settings writes a checkpoint at ``step`` (both backends save every
+        ``checkpoint_every`` steps and the local trainer also after the last step)."""
+        return 0 < step <= self.steps and (step % self.checkpoint_every == 0 or step == self.steps)
+
+
+def lr_factor(scheduler: str, warmup_steps: int, total_steps: int, min_lr_ratio: float, step: int) -> float:
+    """The share of the peak learning rate at update ``step`` (1-based): verl's
+    ``get_constant_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup``, which verl's FSDP actor steps
+    after every update, so update k runs at the schedule's value for k - 1."""
+    import torch
+    from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    if scheduler == "cosine":
+        schedule = get_cosine_schedule_with_warmup(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
+    else:
+        schedule = get_constant_schedule_with_warmup(optimizer, warmup_steps)
+    return float(schedule.lr_lambdas[0](step - 1))
+
+
+@dataclass(frozen=True)
+class VerlConfig(Section):
+    """The verl backend's settings beyond train/rollout (schema: verl; every key documented there)."""
+
+    nnodes: int
+    n_gpus_per_node: int
+    ppo_mini_batch_size: int
+    """Prompts per PPO mini-batch (verl multiplies it by rollout.n)."""
+    ppo_micro_batch_size_per_gpu: int
+    log_prob_micro_batch_size_per_gpu: int
+    tensor_model_parallel_size: int
+    gpu_memory_utilization: float
+    rollout_engine: str
+    max_prompt_length: int
+    max_tool_response_length: int
+    attn_implementation: str
+    """The policy's attention in verl's FSDP workers (sdpa, flash_attention_2, eager)."""
+    gradient_checkpointing: bool
+    param_offload: bool
+    optimizer_offload: bool
+    agent_num_workers: int
+    val_before_train: bool
+    extra_overrides: tuple[str, ...]
+
+    @property
+    def n_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+
+@dataclass(frozen=True)
+class RayConfig(Section):
+    """The Ray launcher and the local head (schema: ray)."""
+
+    address: str | None
+    """A running cluster's job API; the environment's RAY_ADDRESS wins over it."""
+    head_port: int | None
+    temp_dir: str | None
+    num_cpus: int | None
+    num_gpus: int | None
+    job_gpus: float
+    forward_env: tuple[str, ...]
+    stop_timeout_s: float
+
+
+@dataclass(frozen=True)
+class EvaluateConfig(Section):
+    """Test evaluation settings (schema: evaluate)."""
+
+    dataset: str
+    split: str
+    n: int
+    greedy: bool
+    limit: int | None
+    seed: int
+    threads: int
+    bootstrap_samples: int
+    confidence: float
+    gallery_size: int
+
+
+@dataclass(frozen=True)
+class Config:
+    resolved: Mapping[str, Any]
+    """The validated config with defaults filled (read-only)."""
+    mlflow: MlflowSettings
+    backend: str
+    launcher: str
+    model: ModelConfig
+    prompts: PromptConfig
+    tools: ToolsConfig
+    rollout: RolloutConfig
+    warmstart: WarmstartConfig
+    train: TrainConfig
+    evaluate: EvaluateConfig
+    datasets: Mapping[str, DatasetConfig]
+    series: Mapping[str, TrainSeries | EvalSeries]
+    extra_datasets: tuple[str, ...]
+    extra_seeds: tuple[int, ...]
+    samples_in_card: int
+    min_box_coverage: float
+    """The least share of a tool series' train questions whose chart has label boxes (data.min_box_coverage)."""
+    judge: JudgeConfig
+    verl: VerlConfig
+    ray: RayConfig
+
+    @property
+    def model_path(self) -> str | None:
+        return self.model.path
+
+    @property
+    def train_series(self) -> list[TrainSeries]:
+        return [s for s in self.series.values() if isinstance(s, TrainSeries)]
+
+    @property
+    def eval_series(self) -> list[EvalSeries]:
+        return [s for s in self.series.values() if isinstance(s, EvalSeries)]
+
+    def keep_steps(self, train_id: str) -> tuple[int, ...]:
+        """The checkpoint steps of train series ``train_id`` that an eval series names: saved and never pruned
+        (``keep_last`` keeps only the newest, so an early named step would otherwise be gone when it is evaluated)."""
+        steps = {s.checkpoint for s in self.eval_series if s.of == train_id and isinstance(s.checkpoint, int)}
+        return tuple(sorted(steps))
+
+    def tool_train_datasets(self) -> tuple[str, ...]:
+        """Datasets whose train split a tool series trains on (their box coverage is checked)."""
+        return tuple(dict.fromkeys(s.dataset for s in self.train_series if s.tools))
+
+    def needed_splits(self) -> dict[str, tuple[str, ...]]:
+        """Dataset -> the splits the pipeline builds: what the series read, plus every split of the
+        ``extra_datasets``. Ordered as the config lists datasets, splits as train, val, test."""
+        wanted: dict[str, set[str]] = {}
+        for series in self.train_series:
+            wanted.setdefault(series.dataset, set()).update({"train", "val"})
+        for series in self.eval_series:
+            wanted.setdefault(series.dataset, set()).add(series.split)
+        for name in self.extra_datasets:
+            wanted.setdefault(name, set()).update(self.datasets[name].splits)
+        return {name: tuple(s for s in SPLITS if s in wanted[name]) for name in self.datasets if name in wanted}
+
+
+# The builders callers outside this package use by name (the same ``from_dict``).
+model_config = ModelConfig.from_dict
+tools_config = ToolsConfig.from_dict
+train_config = TrainConfig.from_dict
+verl_config = VerlConfig.from_dict
+ray_config = RayConfig.from_dict
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The whole config
+# --------------------------------------------------------------------------------------------------------------
+
+_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels"}
+
+
+def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, Any]) -> DatasetConfig:
+    """Dataset ``name`` from its ``datasets:`` section, the limits it leaves out taken from ``data:`` (``shared``).
+    Its splits are what the section lists under ``splits`` (a list, or a mapping from split), else under ``files``
+    (a mapping from split)."""
+    listed = section["splits"] if "splits" in section else section["files"]
+    return DatasetConfig.from_dict(
+        {
+            "name": name,
+            "source": section["source"],
+            "splits": [s for s in SPLITS if s in listed],
+            "max_reject_fraction": float(section.get("max_reject_fraction", shared["max_reject_fraction"])),
+            "max_image_pixels": int(section.get("max_image_pixels", shared["max_image_pixels"])),
+            "options": {k: v for k, v in section.items() if k not in _DATASET_COMMON_KEYS},
+        }
+    )
+
+
+def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, Any]) -> TrainSeries | EvalSeries:
+    """Series ``sid`` from its ``series:`` section, its dataset resolved (its own, else ``train.dataset`` or
+    ``evaluate.dataset``)."""
+    common = {"id": sid, "generation": section["generation"], "description": section["description"]}
+    if section["kind"] == "train":
+        return TrainSeries.from_dict(
+            {
+                **common,
+                "tools": section["tools"],
+                "reward": section["reward"],
+                "algorithm": section["algorithm"],
+                "dataset": section.get("dataset", resolved["train"]["dataset"]),
+            }
+        )
+    return EvalSeries.from_dict(
+        {
+            **common,
+            "of": section["of"],
+            "checkpoint": section["checkpoint"],
+            "scorers": section["scorers"],
+            "dataset": section.get("dataset", resolved["evaluate"]["dataset"]),
+            "split": resolved["evaluate"]["split"],
+        }
+    )
+
+
+def typed_config(resolved: Mapping[str, Any]) -> Config:
+    """The typed view of a config validated against the schema (defaults filled)."""
+    shared = resolved["data"]
+    return Config(
+        resolved=_frozen(resolved),
+        mlflow=MlflowSettings.from_dict(resolved["mlflow"]),
+        backend=resolved["backend"],
+        launcher=resolved["launcher"],
+        model=ModelConfig.from_dict(resolved["model"]),
+        prompts=PromptConfig.from_dict(resolved["prompts"]),
+        tools=ToolsConfig.from_dict(resolved["tools"]),
+        rollout=RolloutConfig.from_dict(resolved["rollout"]),
+        warmstart=WarmstartConfig.from_dict(resolved["warmstart"]),
+        train=TrainConfig.from_dict(resolved["train"]),
+        evaluate=EvaluateConfig.from_dict(resolved["evaluate"]),
+        datasets=MappingProxyType(
+            {name: dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
+        ),
+        series=MappingProxyType(
+            {sid: series_config(sid, section, resolved) for sid, section in resolved["series"].items()}
+        ),
+        extra_datasets=tuple(resolved["extra_datasets"]),
+        extra_seeds=tuple(s for s in resolved["extra_seeds"] if s != resolved["train"]["seed"]),
+        samples_in_card=shared["samples_in_card"],
+        min_box_coverage=shared["min_box_coverage"],
+        judge=JudgeConfig.from_dict(resolved["judge"]),
+        verl=VerlConfig.from_dict(resolved["verl"]),
+        ray=RayConfig.from_dict(resolved["ray"]),
+    )
