@@ -24,18 +24,22 @@ CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
 def episode_record(episode) -> dict[str, Any]:
     """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool and
     whether that call kept every label the question is about."""
-    from chartrl.rewards import extract_answer, is_well_formed, relaxed_accuracy
+    return question_record(episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode))
 
-    answer = extract_answer(episode.final_response)
-    about = episode.row.extra.get("about") or []
-    called = bool(episode.tool_outcomes)
+
+def question_record(row: Row, final_response: str, called: bool, kept: Sequence[str]) -> dict[str, Any]:
+    """The record of one question answered with ``final_response``; ``called``: a tool was called, ``kept``: the
+    labels its first executed call kept."""
+    from chartrl.answers import answer_accuracy, is_well_formed
+
+    about = [str(v) for v in row.extra.get("about") or []]
     return {
-        "id": episode.row.id,
-        "question_type": episode.row.extra.get("question_type", "unknown"),
-        "score": relaxed_accuracy(answer, episode.row.answer) if answer is not None else 0.0,
-        "well_formed": bool(is_well_formed(episode.final_response)),
+        "id": row.id,
+        "question_type": row.extra.get("question_type", "unknown"),
+        "score": answer_accuracy(final_response, row.answer),
+        "well_formed": bool(is_well_formed(final_response)),
         "tool_call": called,
-        "correct_label": (set(about) <= set(kept_labels(episode))) if called and about else None,
+        "correct_label": (set(about) <= set(kept)) if called and about else None,
     }
 
 
@@ -112,7 +116,6 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
     the question names. ``rows``: the split generated on (question types and labels)."""
     import json
 
-    from chartrl.rewards import is_well_formed, relaxed_accuracy
     from chartrl.tools import parse_tool_calls
 
     by_id = {row.id: row for row in rows}
@@ -121,8 +124,6 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
         first.setdefault(record["id"], record)
     out = []
     for row_id, record in first.items():
-        row = by_id[row_id]
-        about = [str(v) for v in row.extra.get("about") or []]
         executed = [
             text
             for text, error in zip(
@@ -140,16 +141,5 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
             ),
             [],
         )
-        called = bool(record["tool_called"])
-        answer = record["answer"]
-        out.append(
-            {
-                "id": row_id,
-                "question_type": row.extra.get("question_type", "unknown"),
-                "score": relaxed_accuracy(answer, row.answer) if answer is not None else 0.0,
-                "well_formed": bool(is_well_formed(record["final_response"])),
-                "tool_call": called,
-                "correct_label": (set(about) <= set(kept)) if called and about else None,
-            }
-        )
+        out.append(question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept))
     return out

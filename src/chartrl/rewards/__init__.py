@@ -6,11 +6,10 @@
 - :data:`REWARDS`, :func:`get_reward` (judge passed in), :func:`build_reward` (judge built from config):
   ``v1_rule``, ``v1_judge``, ``v2_shaped``, ``v3_gra``, ``r1v``, ``multiple_choice``.
 - :data:`SCORERS`, :func:`get_scorer`: ``rule``, ``judge``, ``panel``.
-- :func:`extract_answer`, :func:`relaxed_accuracy`: the answer rules.
+- The answer rules (extraction, relaxed accuracy) are ``chartrl.answers``, a floor below the rewards.
 - ``chartrl.rewards.verl_adapter``: the same rewards as verl custom reward functions.
 """
 
-from chartrl.rewards.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
 from chartrl.rewards.combine import PARTS, bounds
 from chartrl.rewards.inputs import METADATA_FIELDS, TOOL_OUTCOMES, RewardInput
 from chartrl.rewards.registry import (
@@ -39,12 +38,7 @@ __all__ = [
     "aggregate",
     "bounds",
     "build_reward",
-    "extract_answer",
-    "extract_choice",
     "get_reward",
     "get_scorer",
-    "is_well_formed",
-    "parse_number",
-    "relaxed_accuracy",
     "reward_names",
 ]

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from chartrl.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
+from chartrl.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.symbolic import grade_answer_within
 from chartrl.rewards.terms import conditional_tool_bonus, format_term, length_term, tool_term

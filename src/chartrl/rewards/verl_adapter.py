@@ -73,7 +73,7 @@ def protocol_indicators(trajectory, about: Sequence[str]) -> dict[str, float]:
     """The response's protocol, as the local trainer counts it (``chartrl.train.trainer.rollout_metrics``): 0/1
     for a tool call, an executed call, a well-formed final turn, a call on a question naming labels, and such a
     call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.checks``)."""
-    from chartrl.rewards import is_well_formed
+    from chartrl.answers import is_well_formed
     from chartrl.tools import parse_tool_calls
 
     called = bool(trajectory.calling_turns)
@@ -203,13 +203,12 @@ def generation_record(
     verl's score (``acc``, so verl's own validation metrics mean something) and the row id (``row_id``), which
     verl writes into each line of its generation dump, so the dump can be turned into the generations contract
     (``chartrl.verl_backend.generations``). Scoring proper is done afterwards by our scorers."""
-    from chartrl.rewards.answers import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy
 
     extra = _plain(dict(extra_info or {}))
     if "id" not in extra:
         raise ValueError("extra_info has no 'id'; convert the data with chartrl.verl_backend.data")
-    answer = extract_answer(read_final_turn(str(solution_str)))
-    accuracy = relaxed_accuracy(answer, str(ground_truth)) if answer is not None else 0.0
+    accuracy = answer_accuracy(read_final_turn(str(solution_str)), str(ground_truth))
     return {"score": accuracy, "acc": accuracy, "row_id": str(extra["id"])}
 
 

@@ -68,15 +68,13 @@ def kept_labels(episode) -> list[str]:
 def protocol_metrics(episodes: Sequence[Any]) -> dict[str, float]:
     """Shares over episodes: tool calls, well-formed calls (parsed), executed calls, calls keeping the labels the
     question is about, final turns with an <answer>, and relaxed accuracy."""
-    from chartrl.rewards import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy, extract_answer
 
     n = len(episodes)
     called = [e for e in episodes if e.tool_outcomes]
     about = [e for e in called if e.row.extra.get("about")]
     answered = [extract_answer(e.final_response) for e in episodes]
-    accuracy = [
-        relaxed_accuracy(a, e.row.answer) if a is not None else 0.0 for a, e in zip(answered, episodes, strict=True)
-    ]
+    accuracy = [answer_accuracy(e.final_response, e.row.answer) for e in episodes]
     return {
         "episodes": n,
         "tool_call_rate": len(called) / n if n else 0.0,

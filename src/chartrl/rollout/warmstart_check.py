@@ -18,12 +18,11 @@ log = logging.getLogger(__name__)
 
 
 def accuracy_by_question_type(episodes: Sequence[Any]) -> dict[str, float]:
-    from chartrl.rewards import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy
 
     scores: dict[str, list[float]] = defaultdict(list)
     for episode in episodes:
-        answer = extract_answer(episode.final_response)
-        score = relaxed_accuracy(answer, episode.row.answer) if answer is not None else 0.0
+        score = answer_accuracy(episode.final_response, episode.row.answer)
         scores[episode.row.extra.get("question_type", "unknown")].append(score)
     return {qtype: sum(s) / len(s) for qtype, s in sorted(scores.items())}
 

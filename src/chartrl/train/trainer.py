@@ -484,12 +484,9 @@ def judge_usage(judge) -> dict[str, float]:
 
 def _accuracy(episodes: Sequence[Any]) -> float:
     """Mean relaxed accuracy of the extracted answers (no answer: 0), the rule scorer's accuracy."""
-    from chartrl.rewards import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy
 
-    scores = [
-        relaxed_accuracy(answer, e.row.answer) if (answer := extract_answer(e.final_response)) is not None else 0.0
-        for e in episodes
-    ]
+    scores = [answer_accuracy(e.final_response, e.row.answer) for e in episodes]
     return sum(scores) / len(scores) if scores else 0.0
 
 
