@@ -13,9 +13,10 @@ from typing import Any
 
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import kept_labels, protocol_metrics, shuffled_rows
+from chartrl.rollout.checks import shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import kept_labels, rollout_statistics
 
 log = logging.getLogger(__name__)
 CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
@@ -103,7 +104,7 @@ def test_accuracy(
             batch_size=batch_size,
         )
         records = [episode_record(e) for e in episodes]
-        out[condition] = {**summarise(records), "protocol": protocol_metrics(episodes), "items": records}
+        out[condition] = {**summarise(records), "protocol": rollout_statistics(episodes), "items": records}
         summary = out[condition]
         log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
     return out

@@ -70,9 +70,9 @@ def _plain(value: Any) -> Any:
 
 
 def protocol_indicators(trajectory, about: Sequence[str]) -> dict[str, float]:
-    """The response's protocol, as the local trainer counts it (``chartrl.train.trainer.rollout_metrics``): 0/1
+    """The response's protocol, as the local trainer counts it (``chartrl.rollout.statistics``): 0/1
     for a tool call, an executed call, a well-formed final turn, a call on a question naming labels, and such a
-    call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.checks``)."""
+    call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.statistics``)."""
     from chartrl.answers import is_well_formed
     from chartrl.tools import parse_tool_calls
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from chartrl.config import PromptConfig, RolloutConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import masked_rows, protocol_metrics, shuffled_rows
+from chartrl.rollout.checks import masked_rows, shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import rollout_statistics
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def check_after_warmstart(
                     tools=tools,
                     batch_size=rollout.batch_size,
                 )
-                metrics = protocol_metrics(episodes)
+                metrics = rollout_statistics(episodes)
                 report[name + control] = {**metrics, "accuracy_by_question_type": accuracy_by_question_type(episodes)}
                 log.info("%s%s: %s", name, control, {k: round(v, 3) for k, v in metrics.items()})
                 if with_tools and decoding == "sampled" and not control:
@@ -84,7 +85,7 @@ def check_after_warmstart(
             tools=tools,
             batch_size=rollout.batch_size,
         )
-        metrics = protocol_metrics(episodes)
+        metrics = rollout_statistics(episodes)
         report["greedy/masked_chart" + control] = {
             **metrics,
             "accuracy_by_question_type": accuracy_by_question_type(episodes),
