@@ -117,7 +117,7 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
     the question names. ``rows``: the split generated on (question types and labels)."""
     import json
 
-    from chartrl.tools import parse_tool_calls
+    from chartrl.tools import labels_kept
 
     by_id = {row.id: row for row in rows}
     first: dict[str, dict[str, Any]] = {}
@@ -132,15 +132,6 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
             )
             if not error
         ]
-        kept = next(
-            (
-                [str(v) for v in call.arguments[key]]
-                for text in executed
-                for call in parse_tool_calls(text).calls
-                for key in ("x_values", "y_values")
-                if key in call.arguments
-            ),
-            [],
-        )
+        kept = labels_kept(executed)
         out.append(question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept))
     return out

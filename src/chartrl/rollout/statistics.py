@@ -4,23 +4,17 @@ chart? One set, read by the after-warm-start check, the test accuracy, the gener
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 
 def kept_labels(episode) -> list[str]:
-    """The labels the episode's first executed call kept (empty when none ran)."""
-    from chartrl.tools import parse_tool_calls
+    """The labels the episode's first executed call to a label tool kept (empty when none ran)."""
+    from chartrl.tools import labels_kept
 
-    for text, outcome in zip(episode.tool_call_texts, episode.tool_outcomes, strict=False):
-        if outcome != "executed":
-            continue
-        parsed = parse_tool_calls(text)
-        for call in parsed.calls:
-            for key in ("x_values", "y_values"):
-                if key in call.arguments:
-                    return [str(v) for v in call.arguments[key]]
-    return []
+    executed = (t for t, o in zip(episode.tool_call_texts, episode.tool_outcomes, strict=False) if o == "executed")
+    return labels_kept(executed)
 
 
 def rollout_statistics(episodes: Sequence[Any]) -> dict[str, float]:
@@ -47,3 +41,14 @@ def rollout_statistics(episodes: Sequence[Any]) -> dict[str, float]:
         "truncated_rate": sum(e.truncated for e in episodes) / n if n else 0.0,
         "mean_sampled_tokens": sum(e.sampled_tokens for e in episodes) / n if n else 0.0,
     }
+
+
+def accuracy_by_question_type(episodes: Sequence[Any]) -> dict[str, float]:
+    """Mean answer accuracy per question type (``extra.question_type``, ``unknown`` without one)."""
+    from chartrl.answers import answer_accuracy
+
+    scores: dict[str, list[float]] = defaultdict(list)
+    for episode in episodes:
+        score = answer_accuracy(episode.final_response, episode.row.answer)
+        scores[episode.row.extra.get("question_type", "unknown")].append(score)
+    return {qtype: sum(s) / len(s) for qtype, s in sorted(scores.items())}

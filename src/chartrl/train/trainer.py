@@ -342,7 +342,7 @@ class Trainer:
         """Greedy rollouts on the validation questions, and on the same questions with each chart swapped for
         another's (the shuffled-image control: accuracy that survives it does not come from the image)."""
         from chartrl.rollout.checks import shuffled_rows
-        from chartrl.rollout.warmstart_check import accuracy_by_question_type
+        from chartrl.rollout.statistics import accuracy_by_question_type
 
         metrics = {}
         for prefix, rows in (

@@ -4,7 +4,6 @@ shuffled-image control."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,19 +12,9 @@ from chartrl.data.contract import Row
 from chartrl.rollout.checks import masked_rows, shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
-from chartrl.rollout.statistics import rollout_statistics
+from chartrl.rollout.statistics import accuracy_by_question_type, rollout_statistics
 
 log = logging.getLogger(__name__)
-
-
-def accuracy_by_question_type(episodes: Sequence[Any]) -> dict[str, float]:
-    from chartrl.answers import answer_accuracy
-
-    scores: dict[str, list[float]] = defaultdict(list)
-    for episode in episodes:
-        score = answer_accuracy(episode.final_response, episode.row.answer)
-        scores[episode.row.extra.get("question_type", "unknown")].append(score)
-    return {qtype: sum(s) / len(s) for qtype, s in sorted(scores.items())}
 
 
 def check_after_warmstart(
