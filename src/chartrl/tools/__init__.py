@@ -1,4 +1,4 @@
-"""The visual tools on charts, the tool-call protocol and the verl adapters.
+"""The visual tools on charts and the tool-call protocol (their verl adapters are ``chartrl.verl_backend.tools``).
 
 The rollout imports from here::
 
@@ -11,7 +11,6 @@ The rollout imports from here::
 - chartrl.tools.registry      TOOLS (each tool's argument kind), tool_schemas, argument checks against the schemas
 - chartrl.tools.protocol      the <tool_call> format and its parser
 - chartrl.tools.execute       apply_tool_call, run_tool_text
-- chartrl.tools.verl_tools    the verl BaseTool adapter and the verl tool YAML (imports verl lazily)
 """
 
 from chartrl.tools.boxes import ChartBoxesError, read_bboxes
