@@ -29,7 +29,7 @@ def _short_warm_start(workdir: Path) -> tuple[Path, Path]:
     from chartrl.data.stage import collect_split
     from chartrl.model.policy import load_policy
     from chartrl.model.tiny import build_tiny_model
-    from chartrl.model.warmstart import train_warmstart
+    from chartrl.warmstart.supervised import train_warmstart
 
     from conftest import dataset_from
 

@@ -44,7 +44,7 @@ def chartqa_answers() -> list[str]:
 
 
 def _variant(answer: str, transform: str, rng: random.Random) -> str:
-    from chartrl.rewards import parse_number
+    from chartrl.answers import parse_number
 
     value = parse_number(answer)
     if transform.startswith("jitter") and value is not None:
@@ -78,7 +78,7 @@ def generated_responses(n: int, seed: int = 0) -> list[tuple[str, str, str]]:
 def bench_rule_vs_mathruler(n: int, repeats: int) -> list[str]:
     from mathruler.grader import grade_answer
 
-    from chartrl.rewards import extract_answer, relaxed_accuracy
+    from chartrl.answers import extract_answer, relaxed_accuracy
 
     responses = generated_responses(n)
 
@@ -127,8 +127,8 @@ def bench_rule_vs_mathruler(n: int, repeats: int) -> list[str]:
 def bench_labelled() -> list[str]:
     from mathruler.grader import grade_answer
 
+    from chartrl.answers import relaxed_accuracy
     from chartrl.judge.reference import answers_equivalent
-    from chartrl.rewards import relaxed_accuracy
 
     rows = []
     for prediction, target, label in LABELLED:

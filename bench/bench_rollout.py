@@ -34,7 +34,7 @@ def _policy_and_rows(workdir: Path):
         rows = collect_split(dataset, "val", REPO, threads=2)[0]
     if not base.exists():
         from chartrl.model.tiny import build_tiny_model
-        from chartrl.model.warmstart import train_warmstart
+        from chartrl.warmstart.supervised import train_warmstart
 
         build_tiny_model(workdir / "tiny", config.model, list(config.tools.names))
         policy = load_policy(workdir / "tiny", train=True)

@@ -35,7 +35,7 @@ SERIES = {
 
 
 def format_reward(texts: list[str]) -> list[float]:
-    from chartrl.rewards import is_well_formed
+    from chartrl.answers import is_well_formed
 
     return [float(is_well_formed(t)) for t in texts]
 

@@ -130,7 +130,7 @@ def warm_model_dir(tiny_model_dir, synth_rows, default_config, tmp_path_factory)
     import dataclasses
 
     from chartrl.model.policy import load_policy
-    from chartrl.model.warmstart import train_warmstart
+    from chartrl.warmstart.supervised import train_warmstart
 
     policy = load_policy(tiny_model_dir, threads=2, train=True)
     cfg = dataclasses.replace(

@@ -19,17 +19,9 @@ from hypothesis import strategies as st
 from PIL import Image
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from chartrl.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
 from chartrl.judge.reference import ReferenceJudge
-from chartrl.rewards import (
-    REWARDS,
-    RewardInput,
-    extract_answer,
-    extract_choice,
-    get_reward,
-    is_well_formed,
-    parse_number,
-    relaxed_accuracy,
-)
+from chartrl.rewards import REWARDS, RewardInput, get_reward
 from chartrl.rewards.scorers import SCORERS
 from chartrl.rewards.symbolic import GRADE_TIMEOUT_S
 from chartrl.tools import TOOLS, parse_tool_calls, run_tool_text

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chartrl.rewards import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
+from chartrl.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
 
 EXTRACTION = [
     # (response, extracted answer)

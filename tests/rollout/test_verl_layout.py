@@ -71,7 +71,7 @@ def test_local_rollout_and_verl_tool_agent_build_the_same_tokens(tiny_policy, sy
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from chartrl.rollout import conversation
-    from chartrl.tools.verl_config import tools_kwargs, write_tool_config
+    from chartrl.verl_backend.tool_config import tools_kwargs, write_tool_config
 
     row = _chart_row(synth_rows)
     tools = default_config.tools

@@ -3,11 +3,23 @@ the valid choices."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jsonschema
 import pytest
 
 import chartrl.tools as tools
-from chartrl.tools import ERROR_KINDS, OUTCOMES, PARSE_ERROR_KINDS, TOOL_ERROR_KINDS, TOOLS, ToolError, tool_schemas
+from chartrl.tools import (
+    ERROR_KINDS,
+    OUTCOMES,
+    PARSE_ERROR_KINDS,
+    TOOL_ERROR_KINDS,
+    TOOLS,
+    ToolError,
+    format_tool_call,
+    labels_kept,
+    tool_schemas,
+)
 
 EXPECTED = [
     "focus_on_x_values_with_highlight",
@@ -53,3 +65,30 @@ def test_error_kinds_and_outcomes():
     with pytest.raises(ValueError, match="unknown tool error kind 'oops'; known: bad_arguments, bad_box"):
         ToolError("oops", "x")
     assert ToolError("bad_box", "bbox_2d is wrong.").observation == "Error: bbox_2d is wrong."
+
+
+def test_every_tool_declares_the_kind_of_its_argument():
+    assert {name: spec.argument for name, spec in TOOLS.items()} == {
+        **{name: "x_labels" for name in EXPECTED[:3]},
+        **{name: "y_labels" for name in EXPECTED[3:6]},
+        "zoom_in": "bbox",
+    }
+    for spec in TOOLS.values():
+        # a label tool's one argument is named after the bboxes axis its labels are on
+        assert list(spec.parameters["properties"]) == [spec.axis or "bbox_2d"]
+    with pytest.raises(ValueError, match="argument kind 'columns'"):
+        dataclasses.replace(TOOLS["zoom_in"], argument="columns")
+
+
+def test_the_labels_a_call_kept_are_read_by_the_tools_argument_kind_not_its_name(monkeypatch):
+    """A new label tool, whatever its name, is counted by the label metric through its declared kind."""
+    monkeypatch.setitem(
+        TOOLS, "keep_columns", dataclasses.replace(TOOLS["focus_on_x_values_with_mask"], name="keep_columns")
+    )
+    calls = [
+        format_tool_call("zoom_in", {"bbox_2d": [0, 0, 1, 1]}),  # no labels: skipped
+        format_tool_call("keep_columns", {"x_values": ["2019", "2020"]}),
+        format_tool_call("focus_on_y_values_with_draw", {"y_values": ["b"]}),  # not the first
+    ]
+    assert labels_kept(calls) == ["2019", "2020"]
+    assert labels_kept(calls[:1]) == [] and labels_kept([]) == []

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from chartrl.tools import TOOLS, ToolCall, apply_tool_call, tool_schemas
-from chartrl.tools.verl_config import tools_kwargs, write_tool_config
+from chartrl.verl_backend.tool_config import tools_kwargs, write_tool_config
 
 from tool_charts import real_bar_charts, synthetic_bar_charts
 

@@ -26,7 +26,7 @@ SEEDS = (0, 1, 2)
 
 def format_reward(inputs):
     """1 for a well-formed final response, else 0 (the learning task)."""
-    from chartrl.rewards import is_well_formed
+    from chartrl.answers import is_well_formed
 
     return [{"overall": float(is_well_formed(i.response))} for i in inputs]
 

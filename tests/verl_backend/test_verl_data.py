@@ -43,7 +43,7 @@ def load(path, processor, folder, tool_config=None):
 
 
 def test_rlhf_dataset_loads_every_row_with_tools_kwargs(converted, tiny_policy, default_config):
-    from chartrl.tools.verl_config import write_tool_config
+    from chartrl.verl_backend.tool_config import write_tool_config
 
     tool_yaml = write_tool_config(converted["folder"] / "tools.yaml", default_config.tools.names)
     dataset = load(converted["tools"], tiny_policy.processor, converted["folder"], tool_yaml)

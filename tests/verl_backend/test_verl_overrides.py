@@ -83,7 +83,7 @@ def test_algorithm_keys(composed, gpu_config, sid, std, agg, scale):
 def test_tool_series_run_verl_tool_agent_with_two_turns_and_our_tools(composed, gpu_config, sid):
     from verl.tools.tool_registry import initialize_tools_from_config
 
-    from chartrl.tools.verl_config import write_tool_config
+    from chartrl.verl_backend.tool_config import write_tool_config
 
     rollout = composed[sid].actor_rollout_ref.rollout
     assert rollout.agent.default_agent_loop == "tool_agent"

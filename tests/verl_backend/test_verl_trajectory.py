@@ -118,8 +118,8 @@ class ScriptedServer:
 def agent_setup(gpu_config, synth_rows, tiny_model_dir, tmp_path_factory):
     from PIL import Image
 
-    from chartrl.tools.verl_config import write_tool_config
     from chartrl.verl_backend.overrides import train_overrides
+    from chartrl.verl_backend.tool_config import write_tool_config
 
     workdir = tmp_path_factory.mktemp("agent")
     overrides = train_overrides(gpu_config, "e6", workdir)  # v2_shaped, tools, the length term on
@@ -142,7 +142,7 @@ def run_verl_episode(setup, policy, completions):
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     from chartrl.rollout import conversation
-    from chartrl.tools.verl_config import tools_kwargs
+    from chartrl.verl_backend.tool_config import tools_kwargs
 
     config, row, study = setup["config"], setup["row"], setup["study"]
     names = study.tools.names

@@ -55,9 +55,9 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
     from chartrl.data.contract import read_split
     from chartrl.files import atomic_dir, write_json
     from chartrl.model.policy import load_policy
-    from chartrl.model.warmstart import save_history, train_warmstart
     from chartrl.rollout.generations import draw_gallery
-    from chartrl.rollout.warmstart_check import check_after_warmstart
+    from chartrl.warmstart.check import check_after_warmstart
+    from chartrl.warmstart.supervised import save_history, train_warmstart
 
     sections = spec_sections(args.spec, WARMSTART_SECTIONS)
     cfg = WarmstartConfig(**sections["warmstart"])

@@ -18,10 +18,10 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     from chartrl.data.contract import read_split
     from chartrl.model.policy import load_policy
-    from chartrl.rollout.checks import protocol_metrics
     from chartrl.rollout.episodes import run_episodes
     from chartrl.rollout.generations import draw_gallery, write_generations
     from chartrl.rollout.sampling import SamplingParams
+    from chartrl.rollout.statistics import rollout_statistics
 
     sections = spec_sections(args.spec, ("prompts", "tools", "rollout"))
     rollout = RolloutConfig(**sections["rollout"])
@@ -47,7 +47,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     write_generations(episodes, out, out.with_suffix(".images"), str(args.model))
     gallery = Path(args.gallery) if args.gallery else out.with_suffix(".gallery.png")
     draw_gallery(episodes, gallery)
-    print(json.dumps(protocol_metrics(episodes)))
+    print(json.dumps(rollout_statistics(episodes)))
     log.info("%d generations written to %s, gallery %s", len(episodes), out, gallery)
     return 0
 

@@ -78,7 +78,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from chartrl.tools.verl_config import write_tool_config
+    from chartrl.verl_backend.tool_config import write_tool_config
 
     try:
         path = write_tool_config(args.out, args.tools, args.success_reward, args.error_reward)

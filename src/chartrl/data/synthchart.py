@@ -302,7 +302,7 @@ def make_question(qtype: str, chart: ChartData, rng: random.Random) -> Question:
         return _count_question(chart)
     if chart.style == "mini":
         # A mini label is quoted ("B"), so the question holds the same token a tool call writes (["B"]), making the
-        # label in a call a plain token copy (learned in the warm start's text steps, chartrl.model.warmstart).
+        # label in a call a plain token copy (learned in the warm start's text steps, chartrl.warmstart.supervised).
         chart = replace(chart, labels=tuple(f'"{label}"' for label in chart.labels))
         question = make_question(qtype, replace(chart, style="vbar"), rng)
         return replace(

@@ -9,10 +9,10 @@ from typing import Any
 
 from chartrl.config import EvaluateConfig, PromptConfig, RolloutConfig, ToolsConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import protocol_metrics
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.generations import draw_gallery, write_generations
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import rollout_statistics
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,6 @@ def generate(
     )
     write_generations(episodes, out, out.parent / "images", model_label)
     draw_gallery(episodes, gallery, limit=evaluate.gallery_size)
-    summary = protocol_metrics(episodes)
+    summary = rollout_statistics(episodes)
     log.info("%d generations of %s written to %s: %s", len(episodes), model_label, out, summary)
     return summary

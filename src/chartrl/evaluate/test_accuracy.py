@@ -13,9 +13,10 @@ from typing import Any
 
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import kept_labels, protocol_metrics, shuffled_rows
+from chartrl.rollout.checks import shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import kept_labels, rollout_statistics
 
 log = logging.getLogger(__name__)
 CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
@@ -24,18 +25,22 @@ CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
 def episode_record(episode) -> dict[str, Any]:
     """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool and
     whether that call kept every label the question is about."""
-    from chartrl.rewards import extract_answer, is_well_formed, relaxed_accuracy
+    return question_record(episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode))
 
-    answer = extract_answer(episode.final_response)
-    about = episode.row.extra.get("about") or []
-    called = bool(episode.tool_outcomes)
+
+def question_record(row: Row, final_response: str, called: bool, kept: Sequence[str]) -> dict[str, Any]:
+    """The record of one question answered with ``final_response``; ``called``: a tool was called, ``kept``: the
+    labels its first executed call kept."""
+    from chartrl.answers import answer_accuracy, is_well_formed
+
+    about = [str(v) for v in row.extra.get("about") or []]
     return {
-        "id": episode.row.id,
-        "question_type": episode.row.extra.get("question_type", "unknown"),
-        "score": relaxed_accuracy(answer, episode.row.answer) if answer is not None else 0.0,
-        "well_formed": bool(is_well_formed(episode.final_response)),
+        "id": row.id,
+        "question_type": row.extra.get("question_type", "unknown"),
+        "score": answer_accuracy(final_response, row.answer),
+        "well_formed": bool(is_well_formed(final_response)),
         "tool_call": called,
-        "correct_label": (set(about) <= set(kept_labels(episode))) if called and about else None,
+        "correct_label": (set(about) <= set(kept)) if called and about else None,
     }
 
 
@@ -99,7 +104,7 @@ def test_accuracy(
             batch_size=batch_size,
         )
         records = [episode_record(e) for e in episodes]
-        out[condition] = {**summarise(records), "protocol": protocol_metrics(episodes), "items": records}
+        out[condition] = {**summarise(records), "protocol": rollout_statistics(episodes), "items": records}
         summary = out[condition]
         log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
     return out
@@ -112,8 +117,7 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
     the question names. ``rows``: the split generated on (question types and labels)."""
     import json
 
-    from chartrl.rewards import is_well_formed, relaxed_accuracy
-    from chartrl.tools import parse_tool_calls
+    from chartrl.tools import labels_kept
 
     by_id = {row.id: row for row in rows}
     first: dict[str, dict[str, Any]] = {}
@@ -121,8 +125,6 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
         first.setdefault(record["id"], record)
     out = []
     for row_id, record in first.items():
-        row = by_id[row_id]
-        about = [str(v) for v in row.extra.get("about") or []]
         executed = [
             text
             for text, error in zip(
@@ -130,26 +132,6 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
             )
             if not error
         ]
-        kept = next(
-            (
-                [str(v) for v in call.arguments[key]]
-                for text in executed
-                for call in parse_tool_calls(text).calls
-                for key in ("x_values", "y_values")
-                if key in call.arguments
-            ),
-            [],
-        )
-        called = bool(record["tool_called"])
-        answer = record["answer"]
-        out.append(
-            {
-                "id": row_id,
-                "question_type": row.extra.get("question_type", "unknown"),
-                "score": relaxed_accuracy(answer, row.answer) if answer is not None else 0.0,
-                "well_formed": bool(is_well_formed(record["final_response"])),
-                "tool_call": called,
-                "correct_label": (set(about) <= set(kept)) if called and about else None,
-            }
-        )
+        kept = labels_kept(executed)
+        out.append(question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept))
     return out

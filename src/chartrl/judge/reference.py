@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chartrl.answers import match_unordered, split_list
 from chartrl.judge.base import LENGTH_LIMIT_VERDICT, JudgeItem, JudgeUsage, Verdict, over_length
-from chartrl.rewards.answers import match_unordered, split_list
 
 KIND = "reference (not an LLM)"
 MODEL = "answer-equivalence-v1"

@@ -39,6 +39,7 @@ def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterat
     """Deterministic training text for the tokenizer."""
     from chartrl import prompts
     from chartrl.tools import tool_schemas
+    from chartrl.tools.registry import tool_spec
 
     rng = random.Random(f"tokenizer-corpus:{seed}")
     options = {
@@ -57,7 +58,7 @@ def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterat
         labels = list(chart.labels)
         yield " ".join(labels) + " " + chart.title + " " + chart.axis_title
         name = rng.choice(list(tool_names))
-        axis = "y_values" if "_y_" in name else "x_values"
+        axis = tool_spec(name).axis or "x_values"  # a tool without labels is written with labels too: only words matter
         keep = rng.sample(labels, rng.randint(1, min(2, len(labels))))
         yield "<tool_call>\n" + json.dumps({"name": name, "arguments": {axis: keep}}) + "\n</tool_call>"
     letters = list(LETTER_LABELS)

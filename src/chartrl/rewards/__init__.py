@@ -6,7 +6,7 @@
 - :data:`REWARDS`, :func:`get_reward` (judge passed in), :func:`build_reward` (judge built from config):
   ``v1_rule``, ``v1_judge``, ``v2_shaped``, ``v3_gra``, ``r1v``, ``multiple_choice``.
 - :data:`SCORERS`, :func:`get_scorer`: ``rule``, ``judge``, ``panel``.
-- :func:`extract_answer`, :func:`relaxed_accuracy`: the answer rules.
+- The answer rules (extraction, relaxed accuracy) are ``chartrl.answers``, a floor below the rewards.
 - :data:`PARTS`: reward name -> its parts; :func:`bounds`: the range of a reward's ``overall``.
 
 A reward is a function in ``chartrl.rewards.combine`` decorated with ``register_reward`` plus its entry in the
@@ -14,7 +14,6 @@ config schema; ``chartrl.verl_backend.rewards`` serves every registered reward t
 """
 
 from chartrl.rewards import combine  # noqa: F401  (registers the rewards)
-from chartrl.rewards.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
 from chartrl.rewards.inputs import METADATA_FIELDS, TOOL_OUTCOMES, RewardInput
 from chartrl.rewards.registry import (
     REWARDS,
@@ -47,13 +46,8 @@ __all__ = [
     "aggregate",
     "bounds",
     "build_reward",
-    "extract_answer",
-    "extract_choice",
     "get_reward",
     "get_scorer",
-    "is_well_formed",
-    "parse_number",
     "register_reward",
-    "relaxed_accuracy",
     "reward_names",
 ]

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from chartrl.rewards.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
+from chartrl.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import register_reward
 from chartrl.rewards.symbolic import grade_answer_within

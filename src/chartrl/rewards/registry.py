@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chartrl.answers import answer_accuracy, extract_answer
 from chartrl.config import JudgeConfig, parse_reward_spec
 from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
-from chartrl.rewards.answers import extract_answer, relaxed_accuracy
 from chartrl.rewards.inputs import RewardInput
 
 Bounds = Callable[[Mapping[str, Any]], tuple[float, float]]
@@ -110,7 +110,7 @@ class Reward:
             rewards = [self.definition.combine(item, self.params) for item in items]
             return Evaluation([self._select(r) for r in rewards], [None] * len(items))
         if self.accuracy_signal == "rule":
-            accuracies = [(rule_accuracy(item), 0.0) for item in items]
+            accuracies = [(answer_accuracy(item.response, item.ground_truth), 0.0) for item in items]
             verdicts: list[Verdict | None] = [None] * len(items)
         else:
             accuracies, verdicts = judged_accuracies(items, self.judge)
@@ -122,11 +122,6 @@ class Reward:
 
     def _select(self, parts: dict[str, float]) -> dict[str, float]:
         return {name: float(parts[name]) for name in self.parts}
-
-
-def rule_accuracy(item: RewardInput) -> float:
-    """Relaxed accuracy of the extracted answer (0 without an answer tag)."""
-    return relaxed_accuracy(extract_answer(item.response), item.ground_truth)
 
 
 def judged_accuracies(
@@ -144,7 +139,7 @@ def judged_accuracies(
         if verdict is None:
             accuracies.append((0.0, 0.0))  # no answer tag: accuracy 0, nothing asked
         elif verdict.failed:
-            accuracies.append((rule_accuracy(item), 1.0))
+            accuracies.append((answer_accuracy(item.response, item.ground_truth), 1.0))
         else:
             accuracies.append((float(verdict.score), 0.0))  # type: ignore[arg-type]  # not failed: a number
     return accuracies, verdicts

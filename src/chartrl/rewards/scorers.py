@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from chartrl.answers import extract_answer
 from chartrl.judge.base import Judge
-from chartrl.rewards.answers import extract_answer
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Reward, get_reward
 

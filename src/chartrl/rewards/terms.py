@@ -8,14 +8,14 @@ tool call is the tool term's business (-1), so one mistake is penalised once, an
 
 from __future__ import annotations
 
-from chartrl.rewards.answers import is_well_formed
+from chartrl.answers import is_well_formed
 
 TOOL_TERM = {"none": 0.0, "executed": 1.0, "malformed": -1.0, "failed": -1.0}
 """+1 for a tool call that executed, -1 for a malformed or failed call, 0 for no call."""
 
 
 def format_term(response: str) -> float:
-    """+1 when the final turn is well-formed (:func:`chartrl.rewards.answers.is_well_formed`), -1 otherwise."""
+    """+1 when the final turn is well-formed (:func:`chartrl.answers.is_well_formed`), -1 otherwise."""
     return 1.0 if is_well_formed(response) else -1.0
 
 

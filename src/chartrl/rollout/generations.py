@@ -60,7 +60,7 @@ SCHEMA = pa.schema(
 
 
 def episode_record(episode, image_paths: Sequence[str], model: str) -> dict[str, Any]:
-    from chartrl.rewards import extract_answer
+    from chartrl.answers import extract_answer
 
     row = episode.row
     return {

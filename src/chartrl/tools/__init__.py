@@ -1,4 +1,4 @@
-"""The visual tools on charts, the tool-call protocol and the verl adapters.
+"""The visual tools on charts and the tool-call protocol (their verl adapters are ``chartrl.verl_backend.tools``).
 
 The rollout imports from here::
 
@@ -8,10 +8,9 @@ The rollout imports from here::
 - chartrl.tools.focus         the six ReFocus tools (highlight / mask / draw on x or y values)
 - chartrl.tools.zoom          zoom_in (DeepEyes)
 - chartrl.tools.pixels        the pixel edits and the zoom size rules
-- chartrl.tools.registry      TOOLS, tool_schemas, argument checks against the JSON schemas
+- chartrl.tools.registry      TOOLS (each tool's argument kind), tool_schemas, argument checks against the schemas
 - chartrl.tools.protocol      the <tool_call> format and its parser
 - chartrl.tools.execute       apply_tool_call, run_tool_text
-- chartrl.tools.verl_tools    the verl BaseTool adapter and the verl tool YAML (imports verl lazily)
 """
 
 from chartrl.tools.boxes import ChartBoxesError, read_bboxes
@@ -35,11 +34,12 @@ from chartrl.tools.focus import (
     focus_on_y_values_with_highlight,
     focus_on_y_values_with_mask,
 )
-from chartrl.tools.protocol import format_tool_call, parse_tool_calls
-from chartrl.tools.registry import TOOLS, ToolSpec, tool_schemas
+from chartrl.tools.protocol import format_tool_call, labels_kept, parse_tool_calls
+from chartrl.tools.registry import ARGUMENT_KINDS, TOOLS, ToolSpec, tool_schemas
 from chartrl.tools.zoom import zoom_in
 
 __all__ = [
+    "ARGUMENT_KINDS",
     "ERROR_KINDS",
     "OUTCOMES",
     "PARSE_ERROR_KINDS",
@@ -61,6 +61,7 @@ __all__ = [
     "focus_on_y_values_with_highlight",
     "focus_on_y_values_with_mask",
     "format_tool_call",
+    "labels_kept",
     "parse_tool_calls",
     "read_bboxes",
     "run_tool_text",

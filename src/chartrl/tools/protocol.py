@@ -141,6 +141,17 @@ def _shape(value: Any) -> str:
     return json_type(value)
 
 
+def labels_kept(call_texts: Iterable[str]) -> list[str]:
+    """The labels kept by the first call, among the turns ``call_texts`` (each parsed alone, as one call), to a tool
+    whose argument is labels (the tool's declared kind, :attr:`ToolSpec.argument`); empty when there is none."""
+    for text in call_texts:
+        for call in parse_tool_calls(text).calls:
+            kept = tool_spec(call.name).kept_labels(call.arguments)
+            if kept is not None:
+                return kept
+    return []
+
+
 def _label_problem(call: ToolCall, labels: Mapping[str, Sequence[str]]) -> ToolError | None:
     spec = tool_spec(call.name)
     if spec.axis is None:

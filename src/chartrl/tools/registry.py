@@ -1,6 +1,10 @@
 """The tools by name: one registry (``TOOLS``) from which the prompt's tool list, the verl tool YAML and the
 argument checks are all derived.
 
+Each tool declares the kind of its argument (:data:`ARGUMENT_KINDS`): labels of the chart's x or y axis, or a
+region of the image. The warm start demonstrates a tool's calls and the label metric reads the labels a call kept
+by that kind, never by the tool's name, so a new tool is its function and its entry here.
+
 Each tool's ``parameters`` is a JSON schema of its arguments object. verl's own schema model keeps only the
 ``type``, ``description`` and ``enum`` of a property (``items``, ``minItems``, ``additionalProperties`` are
 dropped), so the arguments are validated here, against the full schema, by :func:`check_arguments`. The schema
@@ -28,6 +32,12 @@ from chartrl.tools.observations import AXIS_WORDS, one_line, shown
 
 ApplyFunction = Callable[[Image.Image, ChartBoxes, Mapping[str, Any]], ToolResult]
 
+LABEL_AXES = {"x_labels": "x_values", "y_labels": "y_values"}
+"""A label argument kind -> the bboxes axis its labels are on, which is also the argument's name in a call."""
+ARGUMENT_KINDS = (*LABEL_AXES, "bbox")
+"""What a tool's argument names: ``x_labels`` / ``y_labels`` (labels of the chart's x / y axis, as the chart
+writes them) or ``bbox`` (a region of the image)."""
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -38,10 +48,24 @@ class ToolSpec:
     """JSON schema of the arguments object."""
     apply: ApplyFunction = field(repr=False)
     """(RGB image, bboxes in the contract, arguments valid under ``parameters``) -> ToolResult."""
-    axis: str | None = None
-    """The bboxes axis a label tool selects on (``x_values`` / ``y_values``); None for zoom_in."""
+    argument: str
+    """The kind of the tool's argument, one of :data:`ARGUMENT_KINDS`."""
     edit: str | None = None
     """highlight | mask | draw for a label tool; None for zoom_in."""
+
+    def __post_init__(self) -> None:
+        if self.argument not in ARGUMENT_KINDS:
+            raise ValueError(f"tool {self.name!r}: argument kind {self.argument!r} is not one of {ARGUMENT_KINDS}")
+
+    @property
+    def axis(self) -> str | None:
+        """The bboxes axis a label tool selects on (``x_values`` / ``y_values``), also the name of its argument;
+        None for a tool that takes no labels."""
+        return LABEL_AXES.get(self.argument)
+
+    def kept_labels(self, arguments: Mapping[str, Any]) -> list[str] | None:
+        """The labels a call with these (valid) arguments keeps; None for a tool that takes no labels."""
+        return None if self.axis is None else [str(v) for v in arguments[self.axis]]
 
     def schema(self) -> dict[str, Any]:
         """The tool in OpenAI function format, as chat templates and verl take it."""
@@ -67,7 +91,8 @@ _CHART_KIND = {
 }
 
 
-def _label_tool(axis: str, edit: str) -> ToolSpec:
+def _label_tool(argument: str, edit: str) -> ToolSpec:
+    axis = LABEL_AXES[argument]
     word = AXIS_WORDS[axis]
     name = f"focus_on_{axis}_with_{edit}"
     function = getattr(focus, name)
@@ -91,7 +116,9 @@ def _label_tool(axis: str, edit: str) -> ToolSpec:
     def apply(image: Image.Image, bboxes: ChartBoxes, arguments: Mapping[str, Any]) -> ToolResult:
         return function(image, bboxes, arguments[axis])
 
-    return ToolSpec(name=name, description=description, parameters=parameters, apply=apply, axis=axis, edit=edit)
+    return ToolSpec(
+        name=name, description=description, parameters=parameters, apply=apply, argument=argument, edit=edit
+    )
 
 
 def _zoom_tool() -> ToolSpec:
@@ -124,13 +151,14 @@ def _zoom_tool() -> ToolSpec:
         ),
         parameters=parameters,
         apply=apply,
+        argument="bbox",
     )
 
 
 TOOLS: dict[str, ToolSpec] = {
     spec.name: spec
     for spec in (
-        *(_label_tool(axis, edit) for axis in ("x_values", "y_values") for edit in focus.EDITS),
+        *(_label_tool(argument, edit) for argument in LABEL_AXES for edit in focus.EDITS),
         _zoom_tool(),
     )
 }

@@ -115,24 +115,28 @@ def reward_inputs(episodes: Sequence[Any]):
     ]
 
 
-def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
-    from chartrl.rewards import is_well_formed
-    from chartrl.rollout.checks import kept_labels
+TRAIN_METRIC_NAMES = {
+    "tool_call_rate": "tool_call_ratio",
+    "executed_call_rate": "tool_success",
+    "correct_label_rate": "correct_label_ratio",
+    "format_rate": "format_rate",
+    "mean_sampled_tokens": "response_length",
+    "vision_tokens_sampled": "vision_tokens_sampled",
+    "truncated_rate": "truncated_rate",
+}
+"""The rollout statistics (``chartrl.rollout.statistics``) the trainer logs, under the names its MLflow metrics
+have (``rollout/...`` and ``val/...``, the names the report and verl's translated metrics share)."""
 
-    n = len(episodes)
-    called = [e for e in episodes if e.tool_outcomes]
-    about = [e for e in called if e.row.extra.get("about")]
-    return {
-        f"{prefix}/tool_call_ratio": len(called) / n,
-        f"{prefix}/tool_success": sum(e.tool_outcome == "executed" for e in called) / len(called) if called else 0.0,
-        f"{prefix}/correct_label_ratio": (
-            sum(set(e.row.extra["about"]) <= set(kept_labels(e)) for e in about) / len(about) if about else 0.0
-        ),
-        f"{prefix}/format_rate": sum(is_well_formed(e.final_response) for e in episodes) / n,
-        f"{prefix}/response_length": sum(e.sampled_tokens for e in episodes) / n,
-        f"{prefix}/vision_tokens_sampled": float(sum(e.vision_tokens for e in episodes)),
-        f"{prefix}/truncated_rate": sum(e.truncated for e in episodes) / n,
+
+def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
+    from chartrl.answers import is_well_formed
+    from chartrl.rollout.statistics import rollout_statistics
+
+    statistics = {
+        **rollout_statistics(episodes),
+        "format_rate": sum(is_well_formed(e.final_response) for e in episodes) / len(episodes),
     }
+    return {f"{prefix}/{name}": float(statistics[key]) for key, name in TRAIN_METRIC_NAMES.items()}
 
 
 def check_setup(job: TrainJob, policy, train_rows: Sequence[Row], val_rows: Sequence[Row]) -> None:
@@ -338,7 +342,7 @@ class Trainer:
         """Greedy rollouts on the validation questions, and on the same questions with each chart swapped for
         another's (the shuffled-image control: accuracy that survives it does not come from the image)."""
         from chartrl.rollout.checks import shuffled_rows
-        from chartrl.rollout.warmstart_check import accuracy_by_question_type
+        from chartrl.rollout.statistics import accuracy_by_question_type
 
         metrics = {}
         for prefix, rows in (
@@ -484,12 +488,9 @@ def judge_usage(judge) -> dict[str, float]:
 
 def _accuracy(episodes: Sequence[Any]) -> float:
     """Mean relaxed accuracy of the extracted answers (no answer: 0), the rule scorer's accuracy."""
-    from chartrl.rewards import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy
 
-    scores = [
-        relaxed_accuracy(answer, e.row.answer) if (answer := extract_answer(e.final_response)) is not None else 0.0
-        for e in episodes
-    ]
+    scores = [answer_accuracy(e.final_response, e.row.answer) for e in episodes]
     return sum(scores) / len(scores) if scores else 0.0
 
 

@@ -3,6 +3,8 @@
 - chartrl.verl_backend.hydra        Hydra override syntax for Python values (``key=value`` strings)
 - chartrl.verl_backend.overrides    series config -> the Hydra overrides of one train job, one generation job
 - chartrl.verl_backend.checks       batch divisibility and sizes, before anything launches
+- chartrl.verl_backend.tools        our tools as verl BaseTools (imports verl)
+- chartrl.verl_backend.tool_config  the verl tool YAML and each sample's tools_kwargs
 - chartrl.verl_backend.data         our parquet contract -> verl's RL dataset parquet
 - chartrl.verl_backend.trajectory   verl's decoded response text -> assistant turns, observations, tool outcome
 - chartrl.verl_backend.generations  verl's validation dumps -> our generations contract

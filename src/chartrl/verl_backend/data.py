@@ -38,7 +38,7 @@ def verl_record(
     import json
 
     from chartrl.rollout.conversation import prompt_text, question_of
-    from chartrl.tools.verl_config import tools_kwargs
+    from chartrl.verl_backend.tool_config import tools_kwargs
 
     text = prompt_text(row, with_tools=with_tools, prompt_config=prompts, tool_names=tools.names)
     extra = {

@@ -75,7 +75,7 @@ def generation_records(
     response_length: int | None = None,
 ) -> list[dict[str, Any]]:
     """One generations-contract record per dump line (samples numbered per question in dump order)."""
-    from chartrl.rewards import extract_answer
+    from chartrl.answers import extract_answer
     from chartrl.rollout.conversation import chart_image, question_of
 
     by_id = {row.id: row for row in rows}

@@ -117,9 +117,9 @@ def check_overrides(job: VerlTrainJob) -> None:
 def prepare(job: VerlTrainJob) -> dict[str, int]:
     """Convert the splits and write the tool YAML; returns the row counts."""
     from chartrl.data.contract import read_split
-    from chartrl.tools.verl_config import write_tool_config
     from chartrl.verl_backend.checks import dataset_problems
     from chartrl.verl_backend.data import write_verl_dataset
+    from chartrl.verl_backend.tool_config import write_tool_config
 
     check_overrides(job)
     train_rows, val_rows = read_split(job.train_split), read_split(job.val_split)

@@ -71,24 +71,15 @@ def _plain(value: Any) -> Any:
 
 
 def protocol_indicators(trajectory, about: Sequence[str]) -> dict[str, float]:
-    """The response's protocol, as the local trainer counts it (``chartrl.train.trainer.rollout_metrics``): 0/1
+    """The response's protocol, as the local trainer counts it (``chartrl.rollout.statistics``): 0/1
     for a tool call, an executed call, a well-formed final turn, a call on a question naming labels, and such a
-    call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.checks``)."""
-    from chartrl.rewards import is_well_formed
-    from chartrl.tools import parse_tool_calls
+    call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.statistics``)."""
+    from chartrl.answers import is_well_formed
+    from chartrl.tools import labels_kept
 
     called = bool(trajectory.calling_turns)
     executed = [turn for turn in trajectory.calling_turns if turn.outcome == "executed"]
-    kept = next(
-        (
-            [str(v) for v in call.arguments[key]]
-            for turn in executed
-            for call in parse_tool_calls(turn.text).calls
-            for key in ("x_values", "y_values")
-            if key in call.arguments
-        ),
-        [],
-    )
+    kept = labels_kept(turn.text for turn in executed)
     labelled = called and bool(about)
     return {
         "protocol_tool_call": float(called),
@@ -204,13 +195,12 @@ def generation_record(
     verl's score (``acc``, so verl's own validation metrics mean something) and the row id (``row_id``), which
     verl writes into each line of its generation dump, so the dump can be turned into the generations contract
     (``chartrl.verl_backend.generations``). Scoring proper is done afterwards by our scorers."""
-    from chartrl.rewards.answers import extract_answer, relaxed_accuracy
+    from chartrl.answers import answer_accuracy
 
     extra = _plain(dict(extra_info or {}))
     if "id" not in extra:
         raise ValueError("extra_info has no 'id'; convert the data with chartrl.verl_backend.data")
-    answer = extract_answer(read_final_turn(str(solution_str)))
-    accuracy = relaxed_accuracy(answer, str(ground_truth)) if answer is not None else 0.0
+    accuracy = answer_accuracy(read_final_turn(str(solution_str)), str(ground_truth))
     return {"score": accuracy, "acc": accuracy, "row_id": str(extra["id"])}
 
 

@@ -13,9 +13,11 @@ import torch
 from PIL import Image
 
 from chartrl.config import ToolsConfig
-from chartrl.model.warmstart import (
+from chartrl.tools.registry import TOOLS as ALL_TOOL_NAMES
+from chartrl.warmstart.supervised import (
     RESTATE_PROMPT,
     build_demonstration,
+    call_target,
     correct_label_rate_at,
     lr_at,
     phase_at,
@@ -24,7 +26,6 @@ from chartrl.model.warmstart import (
     text_restating,
     train_warmstart,
 )
-from chartrl.tools.registry import TOOLS as ALL_TOOL_NAMES
 
 from conftest import dataset_from
 
@@ -243,3 +244,16 @@ def test_text_phase_with_no_tool_for_the_labels_is_a_clear_error(tiny_policy, mi
     cfg = _cfg(default_config, steps=2, batch_size=2, text_steps=1)
     with pytest.raises(ValueError, match="text_steps"):
         train_warmstart(tiny_policy, mini_rows, cfg, default_config.prompts, zoom_only)
+
+
+def test_a_label_tool_is_demonstrated_by_its_argument_kind_not_its_name(monkeypatch, mini_rows):
+    """A new label tool, whatever its name, gets call demonstrations through its declared argument kind."""
+    monkeypatch.setitem(
+        ALL_TOOL_NAMES,
+        "keep_columns",
+        dataclasses.replace(ALL_TOOL_NAMES["focus_on_x_values_with_mask"], name="keep_columns"),
+    )
+    tools = ToolsConfig(names=("zoom_in", "keep_columns"), max_calls_per_turn=1, max_tool_turns=1)
+    row = next(r for r in mini_rows if call_target(r, tools) is not None)
+    assert call_target(row, tools).names == ["keep_columns"]
+    assert call_target(row, dataclasses.replace(tools, names=("zoom_in",))) is None

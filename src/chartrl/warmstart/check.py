@@ -4,28 +4,17 @@ shuffled-image control."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from chartrl.config import PromptConfig, RolloutConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
-from chartrl.rollout.checks import masked_rows, protocol_metrics, shuffled_rows
+from chartrl.rollout.checks import masked_rows, shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import accuracy_by_question_type, rollout_statistics
 
 log = logging.getLogger(__name__)
-
-
-def accuracy_by_question_type(episodes: Sequence[Any]) -> dict[str, float]:
-    from chartrl.rewards import extract_answer, relaxed_accuracy
-
-    scores: dict[str, list[float]] = defaultdict(list)
-    for episode in episodes:
-        answer = extract_answer(episode.final_response)
-        score = relaxed_accuracy(answer, episode.row.answer) if answer is not None else 0.0
-        scores[episode.row.extra.get("question_type", "unknown")].append(score)
-    return {qtype: sum(s) / len(s) for qtype, s in sorted(scores.items())}
 
 
 def check_after_warmstart(
@@ -67,7 +56,7 @@ def check_after_warmstart(
                     tools=tools,
                     batch_size=rollout.batch_size,
                 )
-                metrics = protocol_metrics(episodes)
+                metrics = rollout_statistics(episodes)
                 report[name + control] = {**metrics, "accuracy_by_question_type": accuracy_by_question_type(episodes)}
                 log.info("%s%s: %s", name, control, {k: round(v, 3) for k, v in metrics.items()})
                 if with_tools and decoding == "sampled" and not control:
@@ -85,7 +74,7 @@ def check_after_warmstart(
             tools=tools,
             batch_size=rollout.batch_size,
         )
-        metrics = protocol_metrics(episodes)
+        metrics = rollout_statistics(episodes)
         report["greedy/masked_chart" + control] = {
             **metrics,
             "accuracy_by_question_type": accuracy_by_question_type(episodes),

@@ -59,11 +59,15 @@ def _assistant_ids(policy, text: str) -> list[int]:
 
 
 def _call_text(name: str, axis: str, labels: Sequence[str]) -> str:
+    """A call to label tool ``name``: its argument is named after its axis (``chartrl.tools.registry``)."""
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": {axis: list(labels)}}) + "\n</tool_call>"
 
 
 def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
-    return [name for name in tools.names if name.startswith(f"focus_on_{axis.split('_')[0]}_values")]
+    """The configured tools whose argument is labels on ``axis`` (their declared argument kind)."""
+    from chartrl.tools.registry import tool_spec
+
+    return [name for name in tools.names if tool_spec(name).axis == axis]
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ class CallTarget:
     labels: list[str]
     """Every label of the chart on ``axis`` (those with boxes)."""
     names: list[str]
-    """The configured focus tools for ``axis``."""
+    """The configured tools taking labels on ``axis``."""
 
 
 def call_target(row: Row, tools: ToolsConfig) -> CallTarget | None:

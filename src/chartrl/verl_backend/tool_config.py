@@ -1,10 +1,11 @@
 """The verl tool config YAML (``actor_rollout_ref.rollout.multi_turn.tool_config_path``), rendered from the same
-``tool_schemas`` as the prompt's tool list. Kept apart from verl_tools so writing it does not import verl.
+``tool_schemas`` as the prompt's tool list. Kept apart from ``chartrl.verl_backend.tools`` so writing it does not
+import verl.
 
 Format (verl/tools/tool_registry.py, ``initialize_tools_from_config``)::
 
     tools:
-      - class_name: chartrl.tools.verl_tools.ChartTool
+      - class_name: chartrl.verl_backend.tools.ChartTool
         config: {type: native, tool: focus_on_x_values_with_mask, success_reward: 0.0, error_reward: 0.0}
         tool_schema: {type: function, function: {name: ..., description: ..., parameters: {...}}}
 """
@@ -22,7 +23,7 @@ from chartrl.files import write_atomically
 from chartrl.tools.boxes import BoxesInput, read_bboxes
 from chartrl.tools.registry import select_tools, tool_schemas
 
-VERL_TOOL_CLASS = "chartrl.tools.verl_tools.ChartTool"
+VERL_TOOL_CLASS = "chartrl.verl_backend.tools.ChartTool"
 DEFAULT_STEP_REWARD = 0.0
 """verl's per-call step reward, for a call that ran and for one that failed. 0 by default: the tool terms of
 the rewards are computed from the whole trajectory (chartrl.rewards), not per step."""

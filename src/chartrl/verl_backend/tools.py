@@ -33,7 +33,7 @@ from chartrl.tools.calls import ToolCall
 from chartrl.tools.execute import apply_tool_call
 from chartrl.tools.pixels import as_rgb
 from chartrl.tools.registry import tool_spec
-from chartrl.tools.verl_config import DEFAULT_STEP_REWARD, VERL_TOOL_CLASS, tools_kwargs, write_tool_config
+from chartrl.verl_backend.tool_config import DEFAULT_STEP_REWARD, VERL_TOOL_CLASS, tools_kwargs, write_tool_config
 
 __all__ = ["VERL_TOOL_CLASS", "ChartTool", "tools_kwargs", "write_tool_config"]
 

@@ -1,5 +1,8 @@
-"""Reading answers out of responses and comparing them with the truth: the rule scorer's whole vocabulary.
+"""Reading answers out of responses and comparing them with the truth: the rule scorer's whole vocabulary, below
+the rollout, the judge and the rewards, which all read answers this way.
 
+- :func:`answer_accuracy`: one episode's score, the relaxed accuracy of its final answer; what the trainer, the
+  evaluation, the warm-start check, the rule reward and the verl generation reward all count.
 - :func:`extract_answer`: the content of the last ``<answer>...</answer>`` in the response (no tag: no answer,
   accuracy 0 and a format failure).
 - :func:`is_well_formed`: what the format term calls well-formed.
@@ -171,3 +174,9 @@ def relaxed_accuracy(prediction: str | None, target: str) -> float:
             return 1.0
         return float(match_unordered(_list_values(prediction), targets, _scalar_match))
     return float(_scalar_match(prediction, target))
+
+
+def answer_accuracy(response: str, truth: str) -> float:
+    """One episode's score: the relaxed accuracy of the answer in ``response`` (its last ``<answer>...</answer>``)
+    against ``truth``; 0 without an answer tag."""
+    return relaxed_accuracy(extract_answer(response), truth)
