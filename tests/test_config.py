@@ -204,6 +204,11 @@ BAD_CONFIGS = [
         ["judge.template", "'judge_nope'", "judge_equivalence"],
     ),
     (
+        "unknown tool (checked against the tool registry, not a schema list)",
+        lambda c: c.update(tools={"names": ["focus_on_x_values_with_mask", "focus_on_z_values"]}),
+        ["tools.names", "'focus_on_z_values'", "focus_on_x_values_with_draw", "zoom_in"],
+    ),
+    (
         "r1v format weight above 1",
         lambda c: c["series"]["e1"].update(reward={"name": "r1v", "format_weight": 2}),
         ["series.e1.reward.format_weight", "2", "maximum"],

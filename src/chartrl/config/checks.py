@@ -26,6 +26,7 @@ CHECKS: dict[str, Check] = {}
 CHECK_MODULES = (
     "chartrl.data.sources",  # every dataset source's reader, with the checks of its options
     "chartrl.launch",  # ray.address
+    "chartrl.tools.registry",  # tools.names: the tools that exist
     "chartrl.verl_backend.checks",  # verl's batch arithmetic
 )
 """The modules above ``config`` that register checks, imported by name before a config is checked."""

@@ -25,6 +25,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 from PIL import Image
 
+from chartrl.config import Config, config_check
 from chartrl.tools import focus, zoom
 from chartrl.tools.boxes import ChartBoxes
 from chartrl.tools.calls import ToolError, ToolResult
@@ -163,6 +164,17 @@ TOOLS: dict[str, ToolSpec] = {
     )
 }
 """Every tool by name: six ReFocus label tools and zoom_in."""
+
+
+@config_check("tool names")
+def unknown_tools(config: Config) -> list[str]:
+    """``tools.names`` names tools of :data:`TOOLS` (the schema leaves the names to this registry)."""
+    unknown = [name for name in config.tools.names if name not in TOOLS]
+    return [
+        f"config key 'tools.names': unknown tool {name!r}; known tools: {', '.join(sorted(TOOLS))} "
+        "(register a new tool in chartrl.tools.registry)"
+        for name in unknown
+    ]
 
 
 def tool_spec(name: str) -> ToolSpec:
