@@ -1,63 +1,136 @@
-# The train stage: one job per train series (e1, e2, e3, e6, e7, e10, e11, e12), differing only by config, run
+# The train stage: one RL run per train series (e1, e2, e3, e6, e7, e10, e11, e12), differing only by config, run
 # through the launcher (launcher: inline | ray; rules/launch.smk). Local backend: chartrl's GRPO / Dr.GRPO trainer.
 # verl backend: verl.trainer.main_ppo with the series' Hydra overrides written out in the command (`snakemake -n -p`
-# shows them; so does `chartrl verl overrides --series ID`). Checkpoints live in results/runs/{series}/checkpoints/
-# (not outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written last.
+# shows them; so does `chartrl verl overrides --series ID`). Checkpoints live in the run's folder under
+# checkpoints/ (not outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written
+# last.
+#
+# More seeds (extra_seeds, off in the embedded default): every train series trained again from the same starting
+# model with another train seed, so the report can show the spread. The main run (train.seed) keeps its own
+# paths; the other seeds live under results/seeds/{series}/seed{seed}/, and their MLflow runs have names of their
+# own ({series}/train/seed{seed}), so they never supersede the main run.
+from typing import NamedTuple
 
-if CFG.backend == "verl":
+TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge", "launch.py")
+if VERL:
+    TRAIN_CODE += package_sources("verl_backend")
+TRAIN_SERIES = [s.id for s in CFG.train_series]
 
-    rule train:
+
+def series_split(series, split):
+    return f"results/data/{CFG.series[series].dataset}/{split}.parquet"
+
+
+def train_job_name(wildcards):
+    """The job's name in its Ray submission id: the series, and the seed for an extra seed's run."""
+    seed = wildcards.get("seed")
+    return wildcards.series if seed is None else f"{wildcards.series}-seed{seed}"
+
+
+def train_job_spec(wildcards):
+    """What one train job depends on: its series (with its id) and the sections training reads (the verl backend
+    also reads model: and verl:); an extra seed's run has its seed as train.seed."""
+    series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
+    names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if VERL else ())
+    sections = {name: to_plain(CFG.resolved[name]) for name in names}
+    if wildcards.get("seed") is not None:
+        sections["train"]["seed"] = int(wildcards.seed)
+    keep = CFG.keep_steps(wildcards.series)  # checkpoint steps eval series name: saved and never pruned
+    return json.dumps({"series": series, **sections, **({"keep_steps": list(keep)} if keep else {})}, sort_keys=True)
+
+
+def verl_train_overrides(wildcards):
+    """The series' verl overrides (chartrl.verl_backend.overrides), shell-quoted, for the verl train command."""
+    from chartrl.verl_backend.overrides import train_overrides
+
+    return shlex.join(train_overrides(CFG, wildcards.series, os.getcwd()))
+
+
+def train_launch(wildcards):
+    """The launcher prefix of a train job (rules/launch.smk). A verl job's driver reserves one CPU: verl's own
+    workers reserve the GPUs inside the cluster; a local job reserves its threads and ray.job_gpus."""
+    if VERL:
+        config_text = train_job_spec(wildcards) + verl_train_overrides(wildcards)
+        return launch_command("train", train_job_name(wildcards), config_text, num_cpus=1, num_gpus=0)
+    return local_launch("train", train_job_name(wildcards), train_job_spec(wildcards), CFG.train.threads)
+
+
+def train_targets():
+    return [f"results/runs/{series}/run.json" for series in TRAIN_SERIES]
+
+
+class TrainRun(NamedTuple):
+    """One kind of train run: the rule that writes it, the folder of its files, the name of its log and benchmark
+    (under results/logs/ and results/benchmarks/), the patterns its wildcards must match, and what its command adds
+    (an extra seed's run says it is one, which names its MLflow run)."""
+
+    rule_name: str
+    folder: str
+    log_name: str
+    patterns: dict
+    extra_args: str = ""
+
+
+# Extra seeds run on the local backend only: seed_targets (rules/evaluate.smk) asks for none on verl.
+TRAIN_RUNS = (
+    TrainRun("train", "results/runs/{series}", "train/{series}", {}),
+    TrainRun(
+        "train_seed",
+        "results/seeds/{series}/seed{seed}",
+        "seeds/{series}/seed{seed}/train",
+        {"series": "|".join(TRAIN_SERIES) or "(?!)", "seed": r"\d+"},
+        " --extra-seed {wildcards.seed}",
+    ),
+)
+
+
+def train_shell(run):
+    """The train command: the local trainer from the policy model, or verl's trainer with the series' Hydra
+    overrides after `--` (verl reads the model from them)."""
+    if VERL:
+        command = "chartrl verl train --spec {params.spec:q}"
+    else:
+        command = "chartrl train --spec {params.spec:q} --model {input.model:q}"
+    command += " --train {input.train:q} --val {input.val:q}"
+    out = run.folder.replace("{series}", "{wildcards.series}").replace("{seed}", "{wildcards.seed}")
+    return (
+        f"{{params.launch}} {command} --out {out} --tracking-uri {{params.tracking_uri:q}}"
+        f" --experiment {{params.experiment:q}}{run.extra_args}"
+        + (" -- {params.overrides}" if VERL else "")
+        + " > {log:q} 2>&1"
+    )
+
+
+# One rule body for every train run: `train` (a series' main run) and `train_seed` (its extra seeds).
+for train_run in TRAIN_RUNS:
+
+    rule:
+        name:
+            train_run.rule_name
         input:
-            model=policy_model,  # the warm-started model verl starts from when model.path is unset
+            model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
             train=lambda wildcards: series_split(wildcards.series, "train"),
             val=lambda wildcards: series_split(wildcards.series, "val"),
             code=TRAIN_CODE,
         output:
-            run="results/runs/{series}/run.json",
-            metrics="results/runs/{series}/metrics.jsonl",
+            run=f"{train_run.folder}/run.json",
+            metrics=f"{train_run.folder}/metrics.jsonl",
         params:
             spec=train_job_spec,
             launch=train_launch,
-            overrides=verl_train_overrides,
             tracking_uri=CFG.mlflow.tracking_uri,
             experiment=CFG.mlflow.experiment,
+            **verl_only(overrides=verl_train_overrides),
+        wildcard_constraints:
+            **train_run.patterns,
+        threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
         resources:
-            gpu=VERL_JOB_GPUS,
+            **verl_only(gpu=VERL_JOB_GPUS),
         log:
-            "results/logs/train/{series}.log",
+            f"results/logs/{train_run.log_name}.log",
         benchmark:
-            "results/benchmarks/train/{series}.tsv"
+            f"results/benchmarks/{train_run.log_name}.tsv"
         conda:
-            "../envs/gpu.yaml"
+            "../envs/gpu.yaml" if VERL else "../envs/cpu.yaml"
         shell:
-            "{params.launch} chartrl verl train --spec {params.spec:q} --train {input.train:q} --val {input.val:q}"
-            " --out results/runs/{wildcards.series} --tracking-uri {params.tracking_uri:q}"
-            " --experiment {params.experiment:q} -- {params.overrides} > {log:q} 2>&1"
-
-else:
-
-    rule train:
-        input:
-            model=policy_model,
-            train=lambda wildcards: series_split(wildcards.series, "train"),
-            val=lambda wildcards: series_split(wildcards.series, "val"),
-            code=TRAIN_CODE,
-        output:
-            run="results/runs/{series}/run.json",
-            metrics="results/runs/{series}/metrics.jsonl",
-        params:
-            spec=train_job_spec,
-            launch=train_launch,
-            tracking_uri=CFG.mlflow.tracking_uri,
-            experiment=CFG.mlflow.experiment,
-        threads: CFG.train.threads
-        log:
-            "results/logs/train/{series}.log",
-        benchmark:
-            "results/benchmarks/train/{series}.tsv"
-        conda:
-            "../envs/cpu.yaml"
-        shell:
-            "{params.launch} chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q}"
-            " --val {input.val:q} --out results/runs/{wildcards.series} --tracking-uri {params.tracking_uri:q}"
-            " --experiment {params.experiment:q} > {log:q} 2>&1"
+            train_shell(train_run)
