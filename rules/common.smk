@@ -1,6 +1,7 @@
 # What every stage shares: the typed config (checked once, here, before any job), the wildcard patterns, the
-# source files a job's output depends on, and the config slices jobs take as params. Each stage's own helpers sit
-# at the top of its rule file.
+# source files a job's output depends on, and the config slices jobs take as params. Each stage's own helpers are in
+# rules/helpers/<stage>.smk, which the stage's rule file includes first (Snakemake's linter wants a rule file to
+# hold rules only).
 import json
 from pathlib import Path
 

@@ -1,20 +1,7 @@
 # The embedded default's policy: a tiny Qwen2.5-VL-architecture model built offline, then warm-started on
 # synthetic demonstrations (the train dataset's train and val splits), so that RL starts from a policy that writes
 # the answer format and calls tools. With model.path set (the GPU config) these rules are not in the DAG.
-MODEL_CODE = package_sources("model", "rollout", "tools", "prompts", "config.py", "files.py", "tracking.py")
-TRAIN_DATASET = CFG.resolved["train"]["dataset"]
-
-
-def model_targets():
-    """The embedded default builds and warm-starts its own model; a config with model.path uses that model."""
-    if CFG.model.path is not None:
-        return []
-    return ["results/models/base", "results/models/warmstart_gallery.png"]
-
-
-def policy_model(wildcards):
-    """The model every train series starts from: the warm-started tiny model, or model.path."""
-    return "results/models/base" if CFG.model.path is None else []
+include: "helpers/model.smk"
 
 
 rule base_model:
