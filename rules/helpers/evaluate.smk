@@ -82,8 +82,9 @@ def generate_launch(wildcards):
     """The launcher prefix of a generate job (as train_launch: verl's driver takes one CPU, its workers the GPUs)."""
     spec = generate_job_spec(wildcards)
     if VERL:
-        return launch_command("generate", wildcards.series, spec + verl_generate_overrides(wildcards), 1, 0)
-    return launch_command("generate", wildcards.series, spec, CFG.evaluate.threads, CFG.ray.job_gpus)
+        config_text = spec + verl_generate_overrides(wildcards)
+        return launch_command("generate", wildcards.series, config_text, num_cpus=1, num_gpus=0)
+    return local_launch("generate", wildcards.series, spec)
 
 
 def generate_shell():
