@@ -1,5 +1,5 @@
-# chartrl: the whole study as one DAG. Stages live in rules/*.smk; helpers and targets in rules/common.smk.
-# Config: config/config.yaml (embedded default) + config/series.yaml (the 14 series); overlay with
+# chartrl: the whole study as one DAG, one rule file per stage in the order the experiment runs them. Config:
+# config/config.yaml (embedded default) + config/series.yaml (the 14 series); overlay with
 # `--configfile config/smoke.yaml` or `--configfile config/gpu.yaml`. Every key is documented in
 # workflow/schemas/config.schema.yaml.
 from snakemake.utils import min_version, validate
@@ -14,17 +14,20 @@ configfile: os.path.join(workflow.basedir, "config/series.yaml")
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-include: "rules/common.smk"
-include: "rules/launch.smk"
-include: "rules/data.smk"
-include: "rules/model.smk"
-include: "rules/train.smk"
-include: "rules/evaluate.smk"
-include: "rules/seeds.smk"
-include: "rules/report.smk"
+include: "rules/common.smk"  # the typed config and what every stage shares
+include: "rules/launch.smk"  # how model jobs run: inline or as Ray jobs, and the run's own Ray head
+include: "rules/data.smk"  # datasets -> parquet splits and a card per dataset
+include: "rules/model.smk"  # the tiny model and its warm start (unless model.path names a model)
+include: "rules/train.smk"  # one RL run per train series, and per extra seed
+include: "rules/evaluate.smk"  # test generations, scores, the diagonal check, test accuracy
+include: "rules/report.smk"  # the report and metrics.json
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        data_targets(),
+        model_targets(),
+        train_targets(),
+        eval_targets(),
+        "results/report/index.html",

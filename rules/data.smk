@@ -1,5 +1,7 @@
-# The data stage: every dataset the series read, split by split, into the parquet contract of the design,
-# then one card per dataset (counts, box coverage, rejected rows and why) with a sample sheet and an MLflow run.
+# The data stage: every dataset the series read, split by split, into chartrl's parquet contract
+# (chartrl.data.contract), then one card per dataset (counts, box coverage, rejected rows and why) with a sample
+# sheet and an MLflow run.
+include: "helpers/data.smk"
 
 
 rule data_split:

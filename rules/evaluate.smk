@@ -1,78 +1,43 @@
 # Test evaluation: generations for each checkpoint an eval series names (produced once: e8 and e9 read e6's,
-# e13 and e14 read e10's), scored by each series' scorers, and the diagonal check where one checkpoint is
-# scored twice (rule against judge or panel). Generate jobs run through the launcher (rules/launch.smk); on the
-# verl backend a generate job merges the checkpoint, runs verl with trainer.val_only and converts its dump.
+# e13 and e14 read e10's), scored by each series' scorers, and the diagonal check where one checkpoint is scored
+# twice (rule against judge or panel). Generate jobs run through the launcher (rules/launch.smk); on the verl
+# backend a generate job merges the checkpoint, runs verl with trainer.val_only and converts its dump. On the local
+# backend, the test accuracy per question type of every train run and of the warm-started starting point.
+include: "helpers/evaluate.smk"
 
 
-if CFG.backend == "verl":
-
-    rule generate:
-        input:
-            run=eval_train_run,
-            data=eval_data,
-            code=EVAL_CODE,
-        output:
-            generations="results/eval/{series}/generations.parquet",
-            gallery=report(
-                "results/eval/{series}/gallery.png",
-                caption="../workflow/report/eval_gallery.rst",
-                category="Evaluation",
-                subcategory="{series}",
-            ),
-        params:
-            spec=generate_job_spec,
-            launch=generate_launch,
-            overrides=verl_generate_overrides,
-            tracking_uri=CFG.mlflow.tracking_uri,
-            experiment=CFG.mlflow.experiment,
-        wildcard_constraints:
-            series="|".join(GENERATING_SERIES) or "(?!)",
-        resources:
-            gpu=VERL_JOB_GPUS,
-        log:
-            "results/logs/eval/{series}/generate.log",
-        benchmark:
-            "results/benchmarks/eval/{series}/generate.tsv"
-        conda:
-            "../envs/gpu.yaml"
-        shell:
-            "{params.launch} chartrl verl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
-            " --out {output.generations:q} --gallery {output.gallery:q} --tracking-uri {params.tracking_uri:q}"
-            " --experiment {params.experiment:q} -- {params.overrides} > {log:q} 2>&1"
-
-else:
-
-    rule generate:
-        input:
-            run=eval_train_run,
-            data=eval_data,
-            code=EVAL_CODE,
-        output:
-            generations="results/eval/{series}/generations.parquet",
-            gallery=report(
-                "results/eval/{series}/gallery.png",
-                caption="../workflow/report/eval_gallery.rst",
-                category="Evaluation",
-                subcategory="{series}",
-            ),
-        params:
-            spec=generate_job_spec,
-            launch=generate_launch,
-            tracking_uri=CFG.mlflow.tracking_uri,
-            experiment=CFG.mlflow.experiment,
-        wildcard_constraints:
-            series="|".join(GENERATING_SERIES) or "(?!)",
-        threads: CFG.evaluate.threads
-        log:
-            "results/logs/eval/{series}/generate.log",
-        benchmark:
-            "results/benchmarks/eval/{series}/generate.tsv"
-        conda:
-            "../envs/cpu.yaml"
-        shell:
-            "{params.launch} chartrl generate --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
-            " --out {output.generations:q} --gallery {output.gallery:q}"
-            " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+rule generate:
+    input:
+        run=eval_train_run,
+        data=eval_data,
+        code=EVAL_CODE,
+    output:
+        generations="results/eval/{series}/generations.parquet",
+        gallery=report(
+            "results/eval/{series}/gallery.png",
+            caption="../workflow/report/eval_gallery.rst",
+            category="Evaluation",
+            subcategory="{series}",
+        ),
+    params:
+        spec=generate_job_spec,
+        launch=generate_launch,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+        **verl_only(overrides=verl_generate_overrides),
+    wildcard_constraints:
+        series="|".join(GENERATING_SERIES) or "(?!)",
+    threads: 1 if VERL else CFG.evaluate.threads
+    resources:
+        **verl_only(gpu=VERL_JOB_GPUS),
+    log:
+        "results/logs/eval/{series}/generate.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/generate.tsv"
+    conda:
+        "../envs/gpu.yaml" if VERL else "../envs/cpu.yaml"
+    shell:
+        generate_shell()
 
 
 rule score:
@@ -143,7 +108,7 @@ rule test_accuracy:
         "results/eval/{series}/test_accuracy.json",
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
-        launch=lambda wildcards: local_launch("test", wildcards.series, test_accuracy_spec(wildcards.series)),
+        launch=test_accuracy_launch,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -158,6 +123,35 @@ rule test_accuracy:
     shell:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
         " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+# An extra seed's run (extra_seeds; rules/train.smk), tested like the main run: MLflow run {series}/test/seed{seed}.
+rule seed_test_accuracy:
+    input:
+        run="results/seeds/{series}/seed{seed}/run.json",
+        data=TEST_DATA,
+        code=EVAL_CODE,
+    output:
+        "results/seeds/{series}/seed{seed}/test_accuracy.json",
+    params:
+        spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+        launch=test_accuracy_launch,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(TRAIN_SERIES) or "(?!)",
+        seed=r"\d+",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/seeds/{series}/seed{seed}/test_accuracy.log",
+    benchmark:
+        "results/benchmarks/seeds/{series}/seed{seed}/test_accuracy.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q}"
+        " --extra-seed {wildcards.seed} > {log:q} 2>&1"
 
 
 rule warmstart_test_accuracy:

@@ -1,4 +1,4 @@
-# How train jobs run (launcher: inline | ray), and the local Ray head of a run: with launcher: ray and no cluster
+# How model jobs (train, generate, test accuracy) run (launcher: inline | ray), and the local Ray head of a run: with launcher: ray and no cluster
 # named (RAY_ADDRESS, ray.address), the workflow starts one head of its own when the run starts (its own ports
 # and temp folder, job API on loopback, a token) and stops it, and only it, when the run ends or fails. Runs in
 # one working folder share that head: each registers itself, and only the last run to end stops it
@@ -48,6 +48,13 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
         if CFG.ray.address is not None:
             parts.append(f"--ray-address {shlex.quote(CFG.ray.address)}")
     return " ".join(parts) + " --"
+
+
+# What a verl train or generate job occupies: the whole cluster shape verl is given (verl.nnodes x
+# verl.n_gpus_per_node). Declared as the rule's `gpu` resource so that Snakemake, limited by `--resources gpu=N`,
+# queues verl jobs instead of starting them together: verl checks its resource pool once at start and fails when
+# another job's workers hold the GPUs. The Ray driver itself reserves none (train_launch, generate_launch).
+VERL_JOB_GPUS = CFG.verl.n_gpus
 
 
 def local_launch(kind, name, config_text, threads=None):

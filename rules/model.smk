@@ -1,5 +1,7 @@
 # The embedded default's policy: a tiny Qwen2.5-VL-architecture model built offline, then warm-started on
-# synthetic demonstrations. With model.path set (the GPU config) these rules are not in the DAG.
+# synthetic demonstrations (the train dataset's train and val splits), so that RL starts from a policy that writes
+# the answer format and calls tools. With model.path set (the GPU config) these rules are not in the DAG.
+include: "helpers/model.smk"
 
 
 rule base_model:

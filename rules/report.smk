@@ -1,5 +1,6 @@
 # The report: training curves per reward generation, matched-step and test tables, the diagonal check with its
 # disagreements, rollouts, every series' config and the limits of the run; metrics.json holds every number.
+include: "helpers/report.smk"
 
 
 rule report:

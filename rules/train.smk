@@ -1,63 +1,47 @@
-# The train stage: one job per train series (e1, e2, e3, e6, e7, e10, e11, e12), differing only by config, run
+# The train stage: one RL run per train series (e1, e2, e3, e6, e7, e10, e11, e12), differing only by config, run
 # through the launcher (launcher: inline | ray; rules/launch.smk). Local backend: chartrl's GRPO / Dr.GRPO trainer.
 # verl backend: verl.trainer.main_ppo with the series' Hydra overrides written out in the command (`snakemake -n -p`
-# shows them; so does `chartrl verl overrides --series ID`). Checkpoints live in results/runs/{series}/checkpoints/
-# (not outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written last.
+# shows them; so does `chartrl verl overrides --series ID`). Checkpoints live in the run's folder under
+# checkpoints/ (not outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written
+# last.
+#
+# More seeds (extra_seeds, off in the embedded default): every train series trained again from the same starting
+# model with another train seed, so the report can show the spread. The main run (train.seed) keeps its own
+# paths; the other seeds live under results/seeds/{series}/seed{seed}/, and their MLflow runs have names of their
+# own ({series}/train/seed{seed}), so they never supersede the main run.
+include: "helpers/train.smk"
 
-if CFG.backend == "verl":
 
-    rule train:
+# One rule body for every train run: `train` (a series' main run) and `train_seed` (its extra seeds).
+for train_run in TRAIN_RUNS:
+
+    rule:
+        name:
+            train_run.rule_name
         input:
-            model=policy_model,  # the warm-started model verl starts from when model.path is unset
+            model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
             train=lambda wildcards: series_split(wildcards.series, "train"),
             val=lambda wildcards: series_split(wildcards.series, "val"),
             code=TRAIN_CODE,
         output:
-            run="results/runs/{series}/run.json",
-            metrics="results/runs/{series}/metrics.jsonl",
+            run=f"{train_run.folder}/run.json",
+            metrics=f"{train_run.folder}/metrics.jsonl",
         params:
             spec=train_job_spec,
             launch=train_launch,
-            overrides=verl_train_overrides,
             tracking_uri=CFG.mlflow.tracking_uri,
             experiment=CFG.mlflow.experiment,
+            **verl_only(overrides=verl_train_overrides),
+        wildcard_constraints:
+            **train_run.patterns,
+        threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
         resources:
-            gpu=VERL_JOB_GPUS,
+            **verl_only(gpu=VERL_JOB_GPUS),
         log:
-            "results/logs/train/{series}.log",
+            f"results/logs/{train_run.log_name}.log",
         benchmark:
-            "results/benchmarks/train/{series}.tsv"
+            f"results/benchmarks/{train_run.log_name}.tsv"
         conda:
-            "../envs/gpu.yaml"
+            "../envs/gpu.yaml" if VERL else "../envs/cpu.yaml"
         shell:
-            "{params.launch} chartrl verl train --spec {params.spec:q} --train {input.train:q} --val {input.val:q}"
-            " --out results/runs/{wildcards.series} --tracking-uri {params.tracking_uri:q}"
-            " --experiment {params.experiment:q} -- {params.overrides} > {log:q} 2>&1"
-
-else:
-
-    rule train:
-        input:
-            model=policy_model,
-            train=lambda wildcards: series_split(wildcards.series, "train"),
-            val=lambda wildcards: series_split(wildcards.series, "val"),
-            code=TRAIN_CODE,
-        output:
-            run="results/runs/{series}/run.json",
-            metrics="results/runs/{series}/metrics.jsonl",
-        params:
-            spec=train_job_spec,
-            launch=train_launch,
-            tracking_uri=CFG.mlflow.tracking_uri,
-            experiment=CFG.mlflow.experiment,
-        threads: CFG.train.threads
-        log:
-            "results/logs/train/{series}.log",
-        benchmark:
-            "results/benchmarks/train/{series}.tsv"
-        conda:
-            "../envs/cpu.yaml"
-        shell:
-            "{params.launch} chartrl train --spec {params.spec:q} --model {input.model:q} --train {input.train:q}"
-            " --val {input.val:q} --out results/runs/{wildcards.series} --tracking-uri {params.tracking_uri:q}"
-            " --experiment {params.experiment:q} > {log:q} 2>&1"
+            train_shell(train_run)

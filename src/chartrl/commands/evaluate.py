@@ -13,24 +13,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config, validate_section
+from chartrl.commands.spec import read_job_spec
+from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 
 def _spec(text: str, sections: tuple[str, ...]) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--spec is not JSON: {err}") from err
-    if "series" not in spec or "id" not in spec["series"]:
-        raise UsageError("--spec must hold the eval series (with its id), as the evaluate rules write it")
-    return {
-        "series": spec["series"],
-        "of": spec.get("of", {}),
-        **{s: validate_section(s, spec.get(s)) for s in sections},
-    }
+    """An evaluation job's spec: the eval series (with its id), its train series (``of``) and ``sections``."""
+    holds = "the eval series (with its id), as the evaluate rules write it"
+    return read_job_spec(text, sections, entries=("series", "of"), with_ids=("series",), holds=holds)
 
 
 def _tags(series: dict[str, Any], stage: str, parent: str | None) -> dict[str, str]:

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from chartrl.commands.spec import read_job_spec
 from chartrl.config import (
     MlflowSettings,
     PromptConfig,
@@ -15,29 +16,15 @@ from chartrl.config import (
     WarmstartConfig,
     model_config,
     tools_config,
-    validate_section,
 )
-from chartrl.errors import UsageError
 
 log = logging.getLogger(__name__)
-
-
-def spec_sections(text: str | None, names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """The config sections a job runs with: from ``--spec`` (what the rule passes), defaults for the rest."""
-    try:
-        given = json.loads(text) if text else {}
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--spec is not JSON: {err}") from err
-    unknown = set(given) - set(names)
-    if unknown:
-        raise UsageError(f"--spec holds unknown section(s) {', '.join(sorted(unknown))}; expected {', '.join(names)}")
-    return {name: validate_section(name, given.get(name)) for name in names}
 
 
 def cmd_tiny(args: argparse.Namespace) -> int:
     from chartrl.model.tiny import build_tiny_model
 
-    sections = spec_sections(args.spec, ("model", "tools"))
+    sections = read_job_spec(args.spec, ("model", "tools"))
     summary = build_tiny_model(
         Path(args.out), model_config(sections["model"]), list(sections["tools"]["names"]), seed=args.seed
     )
@@ -59,7 +46,7 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
     from chartrl.warmstart.check import check_after_warmstart
     from chartrl.warmstart.supervised import save_history, train_warmstart
 
-    sections = spec_sections(args.spec, WARMSTART_SECTIONS)
+    sections = read_job_spec(args.spec, WARMSTART_SECTIONS)
     cfg = WarmstartConfig(**sections["warmstart"])
     prompt_config = PromptConfig(**sections["prompts"])
     tools = tools_config(sections["tools"])

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from chartrl.commands.model import spec_sections
+from chartrl.commands.spec import read_job_spec
 from chartrl.config import PromptConfig, RolloutConfig, tools_config
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from chartrl.rollout.sampling import SamplingParams
     from chartrl.rollout.statistics import rollout_statistics
 
-    sections = spec_sections(args.spec, ("prompts", "tools", "rollout"))
+    sections = read_job_spec(args.spec, ("prompts", "tools", "rollout"))
     rollout = RolloutConfig(**sections["rollout"])
     torch.manual_seed(args.seed)
     if args.threads:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from chartrl.commands.spec import read_job_spec
 from chartrl.config import (
     ConfigError,
     MlflowSettings,
@@ -17,7 +17,6 @@ from chartrl.config import (
     parse_reward_spec,
     tools_config,
     train_config,
-    validate_section,
 )
 from chartrl.errors import UsageError
 
@@ -25,24 +24,11 @@ log = logging.getLogger(__name__)
 SECTIONS = ("train", "rollout", "prompts", "tools", "judge")
 
 
-def train_spec(text: str) -> dict[str, Any]:
-    """The rule's params: the series (with its id) and the sections training reads, each validated."""
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--spec is not JSON: {err}") from err
-    if "series" not in spec or "id" not in spec["series"]:
-        raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
-    resolved = {name: validate_section(name, spec.get(name)) for name in SECTIONS}
-    return {"series": spec["series"], **resolved, **keep_steps_of(spec)}
-
-
-def keep_steps_of(spec: dict[str, Any]) -> dict[str, list[int]]:
-    """The job spec's ``keep_steps`` (the checkpoint steps eval series name), when it has any."""
-    steps = spec.get("keep_steps") or []
-    if not all(isinstance(step, int) and step > 0 for step in steps):
-        raise UsageError(f"--spec keep_steps must be positive step numbers, not {steps!r}")
-    return {"keep_steps": sorted(steps)} if steps else {}
+def train_spec(text: str, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """The train rule's spec (on either backend): the series (with its id) and the sections training reads, each
+    validated, and the checkpoint steps to keep."""
+    holds = "the series (with its id), as the train rule writes it"
+    return read_job_spec(text, sections, entries=("series",), with_ids=("series",), holds=holds)
 
 
 def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:

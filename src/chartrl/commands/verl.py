@@ -15,9 +15,9 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
-from chartrl.config import ConfigError, validate_section
+from chartrl.commands.spec import read_job_spec
+from chartrl.config import ConfigError
 from chartrl.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -39,25 +39,12 @@ def cmd_overrides(args: argparse.Namespace) -> int:
     return 0
 
 
-def verl_spec(text: str) -> dict[str, Any]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--spec is not JSON: {err}") from err
-    if "series" not in spec or "id" not in spec["series"]:
-        raise UsageError("--spec must hold the series (with its id), as the train rule writes it")
-    from chartrl.commands.train import keep_steps_of
-
-    sections = {name: validate_section(name, spec.get(name)) for name in SPEC_SECTIONS}
-    return {"series": spec["series"], **sections, **keep_steps_of(spec)}
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    from chartrl.commands.train import series_from
+    from chartrl.commands.train import series_from, train_spec
     from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
     from chartrl.verl_backend.job import VerlTrainJob, run_train_job
 
-    spec = verl_spec(args.spec)
+    spec = train_spec(args.spec, SPEC_SECTIONS)
     overrides = [o for o in args.overrides if o != "--"]
     if not overrides:
         raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
@@ -89,13 +76,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
     from chartrl.verl_backend.job import override_values
 
-    try:
-        spec = json.loads(args.spec)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--spec is not JSON: {err}") from err
-    if "id" not in spec.get("series", {}) or "id" not in spec.get("of", {}):
-        raise UsageError("--spec must hold the eval series and its train series (`of`), as the generate rule writes")
-    sections = {name: validate_section(name, spec.get(name)) for name in GENERATE_SECTIONS}
+    holds = "the eval series and its train series (`of`), as the generate rule writes"
+    spec = read_job_spec(args.spec, GENERATE_SECTIONS, entries=("series", "of"), with_ids=("series", "of"), holds=holds)
     overrides = [o for o in args.overrides if o != "--"]
     if not overrides:
         raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
@@ -103,15 +85,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     job = VerlGenerationJob(
         series=spec["series"],
         of=spec["of"],
-        prompts=PromptConfig(**sections["prompts"]),
-        tools=tools_config(sections["tools"]),
-        model=model_config(sections["model"]),
+        prompts=PromptConfig(**spec["prompts"]),
+        tools=tools_config(spec["tools"]),
+        model=model_config(spec["model"]),
         overrides=overrides,
         run_json=Path(args.run),
         data=Path(args.data),
         out=Path(args.out),
         gallery=Path(args.gallery),
-        gallery_size=sections["evaluate"]["gallery_size"],
+        gallery_size=spec["evaluate"]["gallery_size"],
         response_length=int(length) if length else None,
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
     )

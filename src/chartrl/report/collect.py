@@ -197,7 +197,7 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
 
 def per_seed_files(results: Path, config: Config, series: str, main: str, name: str) -> dict[int, Path]:
     """A train series' file ``name`` per train seed: the main run's under ``results/{main}/{series}/``, each extra
-    seed's under ``results/seeds/{series}/seed{k}/`` (rules/seeds.smk)."""
+    seed's under ``results/seeds/{series}/seed{k}/`` (the train_seed rule, rules/train.smk)."""
     paths = {config.train.seed: results / main / series / name}
     paths.update({k: results / "seeds" / series / f"seed{k}" / name for k in config.extra_seeds})
     return paths

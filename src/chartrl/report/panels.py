@@ -49,8 +49,8 @@ VERL_REASONS = {
     "generation of the test split, with every chart swapped)",
     "test_sampled": "sampled test rerun: not run on the verl backend (it needs a second verl generation of the "
     "test split, sampled at the rollout temperature)",
-    "seed_spread": "spread over train seeds: not run on the verl backend (rules/seeds.smk retrains extra_seeds "
-    "with the local trainer only)",
+    "seed_spread": "spread over train seeds: not run on the verl backend (extra_seeds are trained and tested on the "
+    "local backend only)",
 }
 
 

@@ -1,0 +1,131 @@
+# The evaluation stage's helpers (rules/evaluate.smk): which series generates the generations others score, the
+# diagonal pairs, a job's spec, launch prefix and command, the targets.
+EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
+
+
+def _generation_key(series):
+    return (series.of, str(series.checkpoint), series.dataset, series.split)
+
+
+GENERATION_OWNER = {}  # key -> the first eval series (config order) with it: the one whose rule generates
+for _series in CFG.eval_series:
+    GENERATION_OWNER.setdefault(_generation_key(_series), _series.id)
+GENERATING_SERIES = sorted(set(GENERATION_OWNER.values()))
+
+
+def generations_of(series_id):
+    """The generations file an eval series scores: shared by every series naming the same checkpoint and data."""
+    return f"results/eval/{GENERATION_OWNER[_generation_key(CFG.series[series_id])]}/generations.parquet"
+
+
+def scores_path(series_id, scorer):
+    return f"results/eval/{series_id}/scores_{scorer}.json"
+
+
+def _diagonals():
+    """series -> (first scores, second scores): the checkpoint's first (series, scorer) against each later one with
+    another scorer; the file goes under the series that completes the pair (e9 for e8/e9)."""
+    pairs, groups = {}, {}
+    for series in CFG.eval_series:
+        groups.setdefault(_generation_key(series), []).extend((series.id, scorer) for scorer in series.scorers)
+    for entries in groups.values():
+        reference = entries[0]
+        for series_id, scorer in entries[1:]:
+            if scorer != reference[1] and series_id not in pairs:
+                pairs[series_id] = (scores_path(*reference), scores_path(series_id, scorer))
+    return pairs
+
+
+DIAGONALS = _diagonals()
+
+
+def eval_train_run(wildcards):
+    return f"results/runs/{CFG.series[wildcards.series].of}/run.json"
+
+
+def eval_data(wildcards):
+    series = CFG.series[wildcards.series]
+    return f"results/data/{series.dataset}/{series.split}.parquet"
+
+
+def eval_job_spec(*sections):
+    """What an evaluation job depends on: the eval series, the train series it reads (`of`) and `sections`."""
+
+    def spec(wildcards):
+        series = CFG.series[wildcards.series]
+        data = {
+            "series": {"id": series.id, **to_plain(CFG.resolved["series"][series.id])},
+            "of": {"id": series.of, **to_plain(CFG.resolved["series"][series.of])},
+        }
+        data.update({name: to_plain(CFG.resolved[name]) for name in sections})
+        return json.dumps(data, sort_keys=True)
+
+    return spec
+
+
+def eval_targets():
+    targets = [scores_path(s.id, scorer) for s in CFG.eval_series for scorer in s.scorers]
+    return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS]
+
+
+def verl_generate_overrides(wildcards):
+    """An eval series' verl generation job (chartrl.verl_backend.overrides.eval_overrides), shell-quoted."""
+    from chartrl.verl_backend.overrides import eval_overrides
+
+    return shlex.join(eval_overrides(CFG, wildcards.series, os.getcwd()))
+
+
+generate_job_spec = eval_job_spec("evaluate", "rollout", "prompts", "tools", *(("model", "verl") if VERL else ()))
+
+
+def generate_launch(wildcards):
+    """The launcher prefix of a generate job (as train_launch: verl's driver takes one CPU, its workers the GPUs)."""
+    spec = generate_job_spec(wildcards)
+    if VERL:
+        config_text = spec + verl_generate_overrides(wildcards)
+        return launch_command("generate", wildcards.series, config_text, num_cpus=1, num_gpus=0)
+    return local_launch("generate", wildcards.series, spec)
+
+
+def generate_shell():
+    """The generate command: the local policy's generations, or verl's (trainer.val_only) with the eval series'
+    Hydra overrides after `--`."""
+    command = "chartrl verl generate" if VERL else "chartrl generate"
+    return (
+        f"{{params.launch}} {command} --spec {{params.spec:q}} --run {{input.run:q}} --data {{input.data:q}}"
+        " --out {output.generations:q} --gallery {output.gallery:q} --tracking-uri {params.tracking_uri:q}"
+        " --experiment {params.experiment:q}" + (" -- {params.overrides}" if VERL else "") + " > {log:q} 2>&1"
+    )
+
+
+# Per-type test accuracy is read from the test split the evaluate section names (the report reads it too).
+TEST_DATA = f"results/data/{CFG.resolved['evaluate']['dataset']}/{CFG.resolved['evaluate']['split']}.parquet"
+
+
+def test_accuracy_spec(series_id):
+    sections = {name: to_plain(CFG.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
+    series = {"id": series_id, **to_plain(CFG.resolved["series"].get(series_id, {}))}
+    return json.dumps({"series": series, **sections}, sort_keys=True)
+
+
+def test_accuracy_targets():
+    if CFG.backend != "local":
+        return []
+    targets = [f"results/eval/{series}/test_accuracy.json" for series in TRAIN_SERIES]
+    if CFG.model.path is None:
+        targets += [f"results/eval/warmstart/test_accuracy_tools_{mode}.json" for mode in ("on", "off")]
+    return targets
+
+
+def seed_targets():
+    """Each extra seed's run, tested like the main run (its training comes with it)."""
+    if CFG.backend != "local":
+        return []
+    return [
+        f"results/seeds/{series}/seed{seed}/test_accuracy.json" for series in TRAIN_SERIES for seed in CFG.extra_seeds
+    ]
+
+
+def test_accuracy_launch(wildcards):
+    """The launcher prefix of a train run's test-accuracy job: it reserves evaluate.threads and ray.job_gpus."""
+    return local_launch("test", train_job_name(wildcards), test_accuracy_spec(wildcards.series))
