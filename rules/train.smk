@@ -12,36 +12,46 @@
 include: "helpers/train.smk"
 
 
-# One rule body for every train run: `train` (a series' main run) and `train_seed` (its extra seeds).
-for train_run in TRAIN_RUNS:
+rule train:
+    input:
+        model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
+        train=lambda wildcards: series_split(wildcards.series, "train"),
+        val=lambda wildcards: series_split(wildcards.series, "val"),
+        code=TRAIN_CODE,
+    output:
+        run="results/runs/{series}/run.json",
+        metrics="results/runs/{series}/metrics.jsonl",
+    params:
+        spec=train_job_spec,
+        launch=train_launch,
+        out=train_folder,
+        extra_seed=extra_seed_argument,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+        **verl_only(overrides=verl_train_overrides),
+    threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
+    resources:
+        **verl_only(gpu=VERL_JOB_GPUS),
+    log:
+        "results/logs/train/{series}.log",
+    benchmark:
+        "results/benchmarks/train/{series}.tsv"
+    conda:
+        "../envs/gpu.yaml" if VERL else "../envs/cpu.yaml"
+    shell:
+        train_shell()
 
-    rule:
-        name:
-            train_run.rule_name
-        input:
-            model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
-            train=lambda wildcards: series_split(wildcards.series, "train"),
-            val=lambda wildcards: series_split(wildcards.series, "val"),
-            code=TRAIN_CODE,
-        output:
-            run=f"{train_run.folder}/run.json",
-            metrics=f"{train_run.folder}/metrics.jsonl",
-        params:
-            spec=train_job_spec,
-            launch=train_launch,
-            tracking_uri=CFG.mlflow.tracking_uri,
-            experiment=CFG.mlflow.experiment,
-            **verl_only(overrides=verl_train_overrides),
-        wildcard_constraints:
-            **train_run.patterns,
-        threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
-        resources:
-            **verl_only(gpu=VERL_JOB_GPUS),
-        log:
-            f"results/logs/{train_run.log_name}.log",
-        benchmark:
-            f"results/benchmarks/{train_run.log_name}.tsv"
-        conda:
-            "../envs/gpu.yaml" if VERL else "../envs/cpu.yaml"
-        shell:
-            train_shell(train_run)
+
+# An extra seed's run: the same job in its own folder, with train.seed set to the seed (extra seeds run on the
+# local backend only: seed_targets, rules/helpers/evaluate.smk, asks for none on verl).
+use rule train as train_seed with:
+    output:
+        run="results/seeds/{series}/seed{seed}/run.json",
+        metrics="results/seeds/{series}/seed{seed}/metrics.jsonl",
+    wildcard_constraints:
+        series="|".join(TRAIN_SERIES) or "(?!)",
+        seed=r"\d+",
+    log:
+        "results/logs/seeds/{series}/seed{seed}/train.log",
+    benchmark:
+        "results/benchmarks/seeds/{series}/seed{seed}/train.tsv"

@@ -91,10 +91,11 @@ def generate_shell():
     """The generate command: the local policy's generations, or verl's (trainer.val_only) with the eval series'
     Hydra overrides after `--`."""
     command = "chartrl verl generate" if VERL else "chartrl generate"
+    overrides = " -- {params.overrides}" if VERL else ""
     return (
         f"{{params.launch}} {command} --spec {{params.spec:q}} --run {{input.run:q}} --data {{input.data:q}}"
         " --out {output.generations:q} --gallery {output.gallery:q} --tracking-uri {params.tracking_uri:q}"
-        " --experiment {params.experiment:q}" + (" -- {params.overrides}" if VERL else "") + " > {log:q} 2>&1"
+        f" --experiment {{params.experiment:q}}{overrides} > {{log:q}} 2>&1"
     )
 
 

@@ -1,7 +1,5 @@
-# The train stage's helpers (rules/train.smk): a train job's spec, launch prefix and command, the kinds of train
-# run (a series' main run and its extra seeds), the targets.
-from typing import NamedTuple
-
+# The train stage's helpers (rules/train.smk): a train job's spec, launch prefix, folder and command (for a series'
+# main run and its extra seeds alike), the targets.
 TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge", "launch.py")
 if VERL:
     TRAIN_CODE += package_sources("verl_backend")
@@ -50,43 +48,28 @@ def train_targets():
     return [f"results/runs/{series}/run.json" for series in TRAIN_SERIES]
 
 
-class TrainRun(NamedTuple):
-    """One kind of train run: the rule that writes it, the folder of its files, the name of its log and benchmark
-    (under results/logs/ and results/benchmarks/), the patterns its wildcards must match, and what its command adds
-    (an extra seed's run says it is one, which names its MLflow run)."""
-
-    rule_name: str
-    folder: str
-    log_name: str
-    patterns: dict
-    extra_args: str = ""
+def train_folder(wildcards):
+    """The folder of a train run: a series' main run under results/runs/, an extra seed's under results/seeds/."""
+    seed = wildcards.get("seed")
+    return f"results/runs/{wildcards.series}" if seed is None else f"results/seeds/{wildcards.series}/seed{seed}"
 
 
-# Extra seeds run on the local backend only: seed_targets (rules/evaluate.smk) asks for none on verl.
-TRAIN_RUNS = (
-    TrainRun("train", "results/runs/{series}", "train/{series}", {}),
-    TrainRun(
-        "train_seed",
-        "results/seeds/{series}/seed{seed}",
-        "seeds/{series}/seed{seed}/train",
-        {"series": "|".join(TRAIN_SERIES) or "(?!)", "seed": r"\d+"},
-        " --extra-seed {wildcards.seed}",
-    ),
-)
+def extra_seed_argument(wildcards):
+    """`--extra-seed N` for an extra seed's run (it names its MLflow run {series}/train/seed{N}), else nothing."""
+    seed = wildcards.get("seed")
+    return "" if seed is None else f" --extra-seed {seed}"
 
 
-def train_shell(run):
+def train_shell():
     """The train command: the local trainer from the policy model, or verl's trainer with the series' Hydra
     overrides after `--` (verl reads the model from them)."""
     if VERL:
         command = "chartrl verl train --spec {params.spec:q}"
     else:
         command = "chartrl train --spec {params.spec:q} --model {input.model:q}"
-    command += " --train {input.train:q} --val {input.val:q}"
-    out = run.folder.replace("{series}", "{wildcards.series}").replace("{seed}", "{wildcards.seed}")
+    overrides = " -- {params.overrides}" if VERL else ""
     return (
-        f"{{params.launch}} {command} --out {out} --tracking-uri {{params.tracking_uri:q}}"
-        f" --experiment {{params.experiment:q}}{run.extra_args}"
-        + (" -- {params.overrides}" if VERL else "")
-        + " > {log:q} 2>&1"
+        f"{{params.launch}} {command} --train {{input.train:q}} --val {{input.val:q}} --out {{params.out}}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q}{params.extra_seed}"
+        f"{overrides} > {{log:q}} 2>&1"
     )
