@@ -1,4 +1,9 @@
-"""Fixtures of the verl backend tests."""
+"""Fixtures of the verl backend tests.
+
+pytest imports every conftest under the one module name ``conftest``: once this file is loaded, ``from conftest
+import ...`` in a test folder collected after this one (sorted after ``verl_backend``) gets this module, not
+``tests/conftest.py``. Keep such tests in folders that sort before it, or give them fixtures instead.
+"""
 
 from __future__ import annotations
 
