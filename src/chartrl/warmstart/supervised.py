@@ -7,10 +7,11 @@ assistant tokens only.
 
 Which labels a demonstrated call keeps is the question's own labels in ``correct_label_rate`` of the tool
 demonstrations and random other labels in the rest, so the warm start teaches *how* to call a tool and read the
-edited chart, while *which* label to keep is left for RL to learn (issue 8). A demonstration that keeps other
-labels answers what its edited chart shows (the kept bar's value, for a synthetic chart whose data the row
-carries): every demonstrated answer after an observation is a true reading of that observation, so perception
-is taught on every tool demonstration, and only the choice of label is left at ``correct_label_rate``.
+edited chart, while *which* label to keep is left for RL to learn (the label choice is what the study asks RL to
+improve). A demonstration that keeps other labels answers what its edited chart shows (the kept bar's value, for
+a synthetic chart whose data the row carries): every demonstrated answer after an observation is a true reading
+of that observation, so perception is taught on every tool demonstration, and only the choice of label is left at
+``correct_label_rate``.
 
 The first steps (``perception_steps`` and ``text_steps``, side by side in each batch) teach what a pretrained
 VLM would bring: reading a masked chart, and copying a label from the question (text demonstrations without the
