@@ -4,7 +4,9 @@
   the same responses: responses per second, and how often the two disagree, on the generated responses and on a
   hand-labelled set (bench/labelled_answers.py), with the offline reference judge as a third column;
 - the OpenAI-compatible judge client against the loopback test server (a separate process) with a fixed latency:
-  verdicts per second at several concurrency levels, against the ideal concurrency / latency, and a cached rerun.
+  verdicts per second at several concurrency levels, against the ideal concurrency / latency, with the client's CPU
+  time per verdict, at the tests' 50 ms latency and at a hosted model's 1 s (32 and 128 concurrent requests), and a
+  cached rerun.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 import statistics
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from common import REPO, summary, timed
@@ -182,67 +185,91 @@ def _serve(latency_s: float, queue) -> None:
     threading.Event().wait()
 
 
+def _throughput_rows(judge_for, items, levels, latency_s: float, repeats: int) -> list[str]:
+    """One table row per concurrency level: verdicts per second against the ideal (concurrency / latency), and the
+    client's CPU time per verdict (this process only: the server runs in its own), which says whether a shortfall
+    is the client's own work or waiting."""
+    from chartrl.judge import judge_batch
+
+    rows = []
+    for concurrency in levels:
+        rates, cpu = [], []
+        for _ in range(repeats if concurrency > 1 else 1):
+            judge = judge_for(concurrency)
+            cpu_started, started = time.process_time(), time.perf_counter()
+            judge_batch(judge, items)
+            rates.append(len(items) / (time.perf_counter() - started))
+            cpu.append((time.process_time() - cpu_started) / len(items))
+        ideal = min(concurrency, len(items)) / latency_s
+        rows.append(
+            f"| {concurrency} | {summary(rates, 'verdicts/s')} | {ideal:.0f} | "
+            f"{statistics.median(rates) / ideal:.0%} | {summary([1000 * c for c in cpu], 'ms')} |"
+        )
+    return rows
+
+
 def bench_judge_throughput(n_items: int, repeats: int, latency_s: float = 0.05) -> list[str]:
+    """The judge client against the loopback server: at the test latency (50 ms, as the tests use) and at a
+    realistic one (1 s, a hosted judge model) with 32 and 128 concurrent requests."""
     import os
 
     from chartrl.judge import JudgeItem, OpenAIJudge, VerdictCache, judge_batch
 
-    queue = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(latency_s, queue), daemon=True)
-    server.start()
-    base_url = queue.get(timeout=60)
     os.environ.setdefault("CHARTRL_BENCH_JUDGE_KEY", "EMPTY")
-    items = [JudgeItem(f"item {i}: value of bar {i % 7}?", str(i % 13), str(i % 11)) for i in range(n_items)]
+    header = [
+        "| concurrency | verdicts/s | ideal | median / ideal | client CPU per verdict |",
+        "|---|---|---|---|---|",
+    ]
     lines = [
         "## Judge client throughput (loopback server, fixed latency)",
         "",
-        f"{n_items} distinct items per run against the test server in its own process, {latency_s * 1000:.0f} ms "
-        f"per request, no cache hits; {repeats} runs, min / median / max. Ideal = concurrency / latency.",
+        f"Distinct items per run against the test server in its own process, no cache hits; {repeats} runs, "
+        "min / median / max. Ideal = concurrency / latency. Client CPU per verdict: this process's CPU time "
+        "(all its threads) over the run, per verdict; the server's CPU is not in it.",
         "",
-        "| concurrency | verdicts/s | ideal | median / ideal |",
-        "|---|---|---|---|",
     ]
     scratch = tempfile.mkdtemp()
     try:
-        for concurrency in (1, 4, 16, 64):
+        for latency, levels, count in ((latency_s, (1, 4, 16, 64), n_items), (1.0, (32, 128), max(n_items, 512))):
+            queue = multiprocessing.Queue()
+            server = multiprocessing.Process(target=_serve, args=(latency, queue), daemon=True)
+            server.start()
+            base_url = queue.get(timeout=60)
+            try:
+                items = [JudgeItem(f"item {i}: value of bar {i % 7}?", str(i % 13), str(i % 11)) for i in range(count)]
 
-            def run(c=concurrency):
-                judge = OpenAIJudge(
-                    "bench",
-                    base_url=base_url,
-                    model="fake-judge",
-                    api_key_env="CHARTRL_BENCH_JUDGE_KEY",
-                    max_concurrency=c,
-                    cache=VerdictCache(None),
-                )
-                judge_batch(judge, items)
+                def judge_for(concurrency, url=base_url):
+                    return OpenAIJudge(
+                        "bench",
+                        base_url=url,
+                        model="fake-judge",
+                        api_key_env="CHARTRL_BENCH_JUDGE_KEY",
+                        max_concurrency=concurrency,
+                        cache=VerdictCache(None),
+                    )
 
-            times = timed(run, repeats) if concurrency > 1 else timed(run, 1)
-            rates = [n_items / t for t in times]
-            ideal = min(concurrency, n_items) / latency_s
-            lines.append(
-                f"| {concurrency} | {summary(rates, 'verdicts/s')} | {ideal:.0f} | "
-                f"{statistics.median(rates) / ideal:.0%} |"
-            )
-        cached = OpenAIJudge(
-            "bench",
-            base_url=base_url,
-            model="fake-judge",
-            api_key_env="CHARTRL_BENCH_JUDGE_KEY",
-            max_concurrency=64,
-            cache=VerdictCache(Path(scratch) / "judge_cache.sqlite"),
-        )
-        judge_batch(cached, items)
-        times = timed(lambda: judge_batch(cached, items), repeats)
-        lines += [
-            "",
-            f"Cached rerun (SQLite cache, zero requests): {summary([n_items / t for t in times], 'verdicts/s')}.",
-        ]
+                lines += [f"{count} items, {latency * 1000:.0f} ms per request:", "", *header]
+                lines += _throughput_rows(judge_for, items, levels, latency, repeats)
+                lines.append("")
+                if latency == latency_s:
+                    cached = OpenAIJudge(
+                        "bench",
+                        base_url=base_url,
+                        model="fake-judge",
+                        api_key_env="CHARTRL_BENCH_JUDGE_KEY",
+                        max_concurrency=64,
+                        cache=VerdictCache(Path(scratch) / "judge_cache.sqlite"),
+                    )
+                    judge_batch(cached, items)
+                    times = timed(lambda judge=cached, batch=items: judge_batch(judge, batch), repeats)
+                    rates = summary([count / t for t in times], "verdicts/s")
+                    lines += [f"Cached rerun (SQLite cache, zero requests): {rates}.", ""]
+            finally:
+                server.terminate()
+                server.join()
     finally:
-        server.terminate()
-        server.join()
         shutil.rmtree(scratch, ignore_errors=True)
-    return lines + [""]
+    return lines
 
 
 def sections(args) -> list[str]:

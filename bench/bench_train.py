@@ -79,19 +79,27 @@ def sections(args) -> list[str]:
     our_steps, trl_steps = ours["step_seconds"][1:], trl["step_seconds"][1:]
     ratio = statistics.median(trl_steps) / statistics.median(our_steps)
     tokens = [t / s for t, s in zip(ours["tokens"][1:], our_steps, strict=True)]
+    # per sampled token: the two trainers sample different completion lengths from the same model, so seconds per
+    # step alone may compare different amounts of work (each step's time over the tokens it sampled)
+    our_per_token = [s / t for s, t in zip(our_steps, ours["sampled_tokens"][1:], strict=True)]
+    trl_per_token = [s / t for s, t in zip(trl_steps, trl["sampled_tokens"][1:], strict=True)]
+    token_ratio = statistics.median(trl_per_token) / statistics.median(our_per_token)
     return [
         "## Training step: chartrl's local trainer against TRL's GRPOTrainer",
         "",
         f"Model: {which}. {PROMPTS} questions x {N} samples, at most {MAX_NEW_TOKENS} new tokens, v1_rule reward, "
-        f"no tools, full fine-tuning, AdamW, 2 threads, CPU; {STEPS} steps each, the first left out.",
+        f"no tools, full fine-tuning, AdamW, 2 threads, CPU; {STEPS} steps each, the first left out. Sampled "
+        "tokens: the completion tokens of a step's rollout (TRL: its logged mean completion length x "
+        f"{PROMPTS * N} completions).",
         "",
-        "| trainer | seconds per step | peak RSS (MB) |",
-        "|---|---|---|",
-        f"| chartrl (local backend) | {summary(our_steps)} | {ours['peak_rss_mb']:.0f} |",
-        f"| TRL GRPOTrainer | {summary(trl_steps)} | {trl['peak_rss_mb']:.0f} |",
+        "| trainer | seconds per step | sampled tokens per step | ms per sampled token | peak RSS (MB) |",
+        "|---|---|---|---|---|",
+        f"| chartrl (local backend) | {summary(our_steps)} | {summary(ours['sampled_tokens'][1:], 'tokens')} | "
+        f"{summary([1000 * x for x in our_per_token], 'ms')} | {ours['peak_rss_mb']:.0f} |",
+        f"| TRL GRPOTrainer | {summary(trl_steps)} | {summary(trl['sampled_tokens'][1:], 'tokens')} | "
+        f"{summary([1000 * x for x in trl_per_token], 'ms')} | {trl['peak_rss_mb']:.0f} |",
         "",
-        f"TRL / chartrl seconds per step (median): **{ratio:.2f}x**; chartrl processed {summary(tokens, 'tokens/s')} "
-        "(prompt + sampled tokens of the rollout). TRL's mean completion length per step: "
-        f"{[round(x, 1) for x in trl['mean_completion_length']]}.",
+        f"TRL / chartrl (medians): **{ratio:.2f}x** per step, **{token_ratio:.2f}x** per sampled token. chartrl "
+        f"processed {summary(tokens, 'tokens/s')} (prompt + sampled tokens of the rollout).",
         "",
     ]

@@ -92,14 +92,15 @@ def run_chartrl(args) -> dict:
                 return [{"overall": r} for r in format_reward([i.response for i in inputs])]
 
         trainer = Trainer(job, policy, reward, rows, rows[:2])
-        times, tokens, rewards = [], [], []
+        times, tokens, sampled, rewards = [], [], [], []
         for step in range(1, args.steps + 1):
             started = time.perf_counter()
             metrics = trainer.train_step(step)
             times.append(time.perf_counter() - started)
             tokens.append(metrics["perf/tokens"])
+            sampled.append(metrics["perf/sampled_tokens"])
             rewards.append(metrics["reward/overall"])
-    return {"step_seconds": times, "tokens": tokens, "reward": rewards}
+    return {"step_seconds": times, "tokens": tokens, "sampled_tokens": sampled, "reward": rewards}
 
 
 def run_trl(args) -> dict:
@@ -196,9 +197,12 @@ def run_trl(args) -> dict:
         )
         trainer.train()
         logged = [h for h in trainer.state.log_history if "completions/mean_length" in h]
+    lengths = [h["completions/mean_length"] for h in logged]
     return {
         "step_seconds": timer.times,
-        "mean_completion_length": [h["completions/mean_length"] for h in logged],
+        "mean_completion_length": lengths,
+        # TRL logs the mean completion length over the step's prompts x n completions
+        "sampled_tokens": [length * args.prompts * args.n for length in lengths],
         "reward": [h["reward"] for h in logged],
     }
 
