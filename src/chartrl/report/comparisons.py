@@ -70,9 +70,7 @@ def across_generations(config: Config, train: Mapping[str, Any], results: Path) 
     baseline: the first series of that role in each generation) the gain of each generation over the previous
     one, split into the gap at their last common validation step and the rest (from training longer)."""
     confidence = config.evaluate.confidence
-    curves = {
-        s.id: (train.get(s.id) or {}).get("curves", {}).get("val/accuracy") or [] for s in config.train_series
-    }
+    curves = {s.id: (train.get(s.id) or {}).get("curves", {}).get("val/accuracy") or [] for s in config.train_series}
     present = [sid for sid, curve in curves.items() if curve]
     common = set.intersection(*({s for s, _ in curves[sid]} for sid in present)) if present else set()
     step = max(common) if common else None
@@ -93,9 +91,7 @@ def across_generations(config: Config, train: Mapping[str, Any], results: Path) 
     for role, tools in (("tool policy", True), ("no-tool baseline", False)):
         chain = []
         for generation in generations_in_order(config):
-            first = next(
-                (s for s in config.train_series if s.generation == generation and s.tools == tools), None
-            )
+            first = next((s for s in config.train_series if s.generation == generation and s.tools == tools), None)
             if first is not None:
                 chain.append(first)
         for previous, current in zip(chain, chain[1:], strict=False):

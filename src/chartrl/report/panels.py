@@ -276,8 +276,10 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     generations = sorted({s.generation for s in config.train_series})
-    return [p for g in generations for p in curve_panels(metrics, config, g)] + table_panels(metrics, config) + (
-        comparison_panels(metrics, config)
+    return (
+        [p for g in generations for p in curve_panels(metrics, config, g)]
+        + table_panels(metrics, config)
+        + comparison_panels(metrics, config)
     )
 
 
