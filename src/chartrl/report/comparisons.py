@@ -213,7 +213,14 @@ def scorer_matrix(config: Config, results: Path) -> dict[str, Any]:
     boot = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     groups = checkpoint_groups(config)
     rows, missing = {}, []
-    for owner, cells_files in matrix_files(config).items():
+    order = {
+        sid: i
+        for i, sid in enumerate(
+            s.id for g in generations_in_order(config) for s in config.train_series if s.generation == g
+        )
+    }
+    files = sorted(matrix_files(config).items(), key=lambda item: order.get(groups[item[0]][0].of, len(order)))
+    for owner, cells_files in files:
         members = groups[owner]
         trained = config.series[members[0].of]
         signal = accuracy_signal(trained.reward.name, trained.reward.params)
