@@ -92,7 +92,7 @@ def test_identical_series_are_found_and_explained_from_the_run(config, tmp_path)
     assert found["compared"] == 3 and [p["series"] for p in found["pairs"]] == [["e1", "e2"]]
     pair = found["pairs"][0]
     assert pair["steps"] == 4 and pair["only_in_one"] == ["reward/judge_failure"]
-    assert any(line.startswith("reward:") and "v1_judge" in line for line in pair["config_difference"])
+    assert pair["config_difference"] == ['reward.name: "v1_rule" vs "v1_judge"']
     assert "train seed 0" in pair["why"] and "offline reference judge" in pair["why"]
     assert "24 verdicts" in pair["why"]
 
@@ -188,3 +188,33 @@ def test_a_published_number_must_name_a_series_and_its_scorer(tmp_path):
     overlay.write_text("reference_values:\n  validation: {e1: {final: [0.7, 0.6, 0.5]}}\n")
     with pytest.raises(ConfigError):
         load_config([overlay], root=REPO)
+
+
+def test_well_formed_accuracy_and_truncation_stand_beside_each_test_accuracy(config, tmp_path):
+    from chartrl.report.comparisons import test_format
+
+    items = [
+        {"id": "a", "question_type": "value", "score": 1.0, "well_formed": True},
+        {"id": "b", "question_type": "value", "score": 0.0, "well_formed": False},  # cut: no answer tag
+        {"id": "c", "question_type": "count", "score": 0.0, "well_formed": True},
+        {"id": "d", "question_type": "count", "score": 1.0, "well_formed": True},
+    ]
+    path = tmp_path / "results/eval/e1/test_accuracy.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"test": {"items": items, "protocol": {"truncated_rate": 0.25}}}))
+    row = test_format(config, tmp_path / "results")["series"]["e1"]
+    assert row["well_formed_accuracy"]["mean"] == pytest.approx(2 / 3) and row["well_formed_accuracy"]["n"] == 3
+    assert row["well_formed_by_question_type"]["value"] == {"mean": 1.0, "low": 1.0, "high": 1.0, "n": 1}
+    assert row["well_formed_share"] == 0.75 and row["truncated_rate"] == 0.25
+
+
+def test_a_run_without_judge_counters_says_so(config, tmp_path):
+    results = tmp_path / "results"
+    _write_metrics(results / "runs/e1/metrics.jsonl", _history())
+    _write_metrics(results / "runs/e2/metrics.jsonl", _history())  # as verl logs them: no judge/ keys
+    train = {"e1": {"curves": {}}, "e2": {"curves": {}}}
+    pair = identical_series(config, results, train)["pairs"][0]
+    assert pair["judge"] == [
+        "e2's judge accuracy is the offline reference judge (answer equivalence, not an LLM); the run logs no judge "
+        "counters (verl logs none per step)"
+    ]

@@ -291,8 +291,15 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
         truncated = (test.get("protocol") or {}).get("truncated_rate")
         if name in verl_files:
             truncated = _truncated_rate(verl_files[name])
+        by_type: dict[str, list[float]] = {}
+        for item in test["items"]:
+            if item["well_formed"]:
+                by_type.setdefault(item["question_type"], []).append(item["score"])
         out["series"][name] = {
             "well_formed_accuracy": bootstrap_mean(formed, **boot),
+            "well_formed_by_question_type": {
+                qtype: bootstrap_mean(scores, **boot) for qtype, scores in sorted(by_type.items())
+            },
             "well_formed_share": len(formed) / len(test["items"]) if test["items"] else None,
             "truncated_rate": truncated,
         }
@@ -381,37 +388,52 @@ def same_run(first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, A
     }
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        return {k: v for key, item in value.items() for k, v in _flat(item, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
 def _config_difference(config: Config, a: str, b: str) -> list[str]:
+    """``key: a's value vs b's value`` for each config key (nested keys dotted) the two series set differently."""
     from chartrl.config import to_plain
 
-    first, second = to_plain(config.resolved["series"][a]), to_plain(config.resolved["series"][b])
+    first, second = (_flat(to_plain(config.resolved["series"][sid])) for sid in (a, b))
     return [
-        f"{key}: {json.dumps(first.get(key), sort_keys=True)} vs {json.dumps(second.get(key), sort_keys=True)}"
+        f"{key}: {json.dumps(first.get(key))} vs {json.dumps(second.get(key))}"
         for key in sorted(set(first) | set(second))
         if key != "description" and first.get(key) != second.get(key)
     ]
 
 
-def _judge_evidence(config: Config, sid: str, lines: Sequence[Mapping[str, Any]]) -> str | None:
+def _signal(config: Config, sid: str) -> str:
     from chartrl.rewards import accuracy_signal
 
     series = config.series[sid]
-    signal = accuracy_signal(series.reward.name, series.reward.params)
+    return accuracy_signal(series.reward.name, series.reward.params)
+
+
+def _judge_evidence(config: Config, sid: str, other: str, lines: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the run records about the judge behind ``sid``'s reward (None when its accuracy is the rule's)."""
+    signal = _signal(config, sid)
     if signal not in ("judge", "panel"):
         return None
-    verdicts = sum(m.get("judge/verdicts", 0) for m in lines)
-    requests = sum(m.get("judge/requests", 0) for m in lines)
     members = [config.judge.member(m) for m in config.judge.panel.members] if signal == "panel" else [config.judge]
     offline = all(m.backend == "reference" for m in members)
     who = "the offline reference judge (answer equivalence, not an LLM)" if offline else "an LLM judge"
+    if not any("judge/verdicts" in m for m in lines):
+        return f"{sid}'s {signal} accuracy is {who}; the run logs no judge counters (verl logs none per step)"
+    verdicts = sum(m.get("judge/verdicts", 0) for m in lines)
+    requests = sum(m.get("judge/requests", 0) for m in lines)
     if not verdicts:
         return (
             f"{sid}'s {signal} accuracy is {who}: it gave no verdict over the run (no answer reached it: an answer "
             "without the answer tag scores 0 under the rule and the judge alike)"
         )
+    whose = "the rule's" if _signal(config, other) == "rule" else f"{other}'s"
     return (
         f"{sid}'s {signal} accuracy is {who}: {int(verdicts)} verdicts over the run, {int(requests)} requests to an "
-        "endpoint, and its rewards equal the rule's at every step: on these rollouts it returned the rule's verdicts"
+        f"endpoint, and its rewards equal {whose} at every step: on these rollouts its verdicts gave {whose} rewards"
     )
 
 
@@ -436,7 +458,7 @@ def identical_series(config: Config, results: Path, train: Mapping[str, Any]) ->
                 evidence["test_answers_identical"] = items[0] == items[1]
             else:
                 evidence["test_answers_identical"] = None
-            judge = [text for sid in (a, b) if (text := _judge_evidence(config, sid, lines[sid]))]
+            judge = [t for x, y in ((a, b), (b, a)) if (t := _judge_evidence(config, x, y, lines[x]))]
             pairs.append(
                 {
                     "series": [a, b],
