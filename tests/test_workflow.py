@@ -242,6 +242,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
         ("score", "series=e8, scorer=rule"),
         ("score", "series=e9, scorer=judge"),
+        ("matrix_score", "series=e8, scorer=panel"),  # the matrix's cell of e6's checkpoint no series asks for
         ("diagonal", "series=e9"),
         ("report", ""),
         ("all", ""),
