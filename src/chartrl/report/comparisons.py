@@ -311,7 +311,8 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
         generations = results / "eval" / owner / "generations.parquet"
         if not generations.is_file() or owner not in checkpoint_groups(config):
             continue
-        rows = pq.read_table(generations, columns=["id", "sample", "final_response", "truncated"]).to_pylist()
+        columns = ["id", "sample", "final_response", "truncated", "tool_called"]
+        rows = pq.read_table(generations, columns=columns).to_pylist()
         formed = {f"{r['id']}#{r['sample']}" for r in rows if is_well_formed(r["final_response"])}
         per_scorer = {}
         for scorer, path in cells.items():
@@ -320,6 +321,7 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
                 per_scorer[scorer] = bootstrap_mean([v for k, v in items.items() if k in formed], **boot)
         out["checkpoints"][owner] = {
             "truncated_rate": sum(bool(r["truncated"]) for r in rows) / len(rows) if rows else None,
+            "tool_call_ratio": sum(bool(r["tool_called"]) for r in rows) / len(rows) if rows else None,
             "well_formed_share": len(formed) / len(rows) if rows else None,
             "well_formed_accuracy": per_scorer,
         }
