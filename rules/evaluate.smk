@@ -70,6 +70,37 @@ rule score:
         " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
+# A cell of the reward x scorer matrix that no eval series asks for: a checkpoint's generations scored by another
+# scorer (chartrl.evaluate.matrix), under the series that generates them; MLflow run {series}/matrix/{scorer}.
+rule matrix_score:
+    input:
+        generations=lambda wildcards: generations_of(wildcards.series),
+        run=eval_train_run,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/matrix_scores_{scorer}.json",
+    params:
+        spec=eval_job_spec("judge"),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(GENERATING_SERIES) or "(?!)",
+        scorer="rule|judge|panel",
+    retries: 2
+    resources:
+        mem_mb=2048,
+    log:
+        "results/logs/eval/{series}/matrix_score_{scorer}.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/matrix_score_{scorer}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl score --matrix --spec {params.spec:q} --run {input.run:q} --scorer {wildcards.scorer}"
+        " --generations {input.generations:q} --out {output:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
 rule diagonal:
     input:
         first=lambda wildcards: DIAGONALS[wildcards.series][0],

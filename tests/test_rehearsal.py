@@ -84,7 +84,11 @@ def test_every_report_panel_has_data(rehearsal):
     metrics = json.loads((rehearsal / "results/report/metrics.json").read_text())
     unfilled = {p["id"] for p in metrics["panels"] if not p["filled"]}
     # only what this run cannot have: one train seed, and per-type validation of synthetic question types
-    assert unfilled <= {"seed_spread"} | {f"training/{g}/val/accuracy_value" for g in ("v1", "v2", "v3")}, unfilled
+    # (and identical series, shown only where the run has some)
+    allowed = {"seed_spread", "comparisons/identical"} | {
+        f"training/{g}/val/accuracy_value" for g in ("v1", "v2", "v3")
+    }
+    assert unfilled <= allowed, unfilled
     assert metrics["missing"] == [] if isinstance(metrics["missing"], list) else not metrics["missing"]
     for series in TRAIN_SERIES:
         curves = metrics["training"][series]["curves"]
@@ -149,6 +153,12 @@ def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
     assert not panels["seed_spread"]["filled"] and "one seed" in panels["seed_spread"]["reason"]
     for panel in ("warmstart", "scored", "diagonal", "rollouts", "matched_steps"):
         assert panels[panel]["filled"], panel
+    # the comparisons, from verl's metrics and generations: every evaluated checkpoint by every scorer
+    for panel in ("across_generations", "gains", "headline", "scorer_matrix", "test_format", "reference"):
+        assert panels[f"comparisons/{panel}"]["filled"], panel
+    matrix = metrics["comparisons"]["scorer_matrix"]
+    assert matrix["missing"] == [] and all(len(row["cells"]) == 3 for row in matrix["rows"].values())
+    assert set(metrics["comparisons"]["test_format"]["series"]) == {"e1", "e2", "e6", "e10"}
 
 
 def test_verl_dag_logs_the_local_trainers_names_beside_verls(rehearsal_verl):

@@ -19,10 +19,13 @@ SMOKE = str(REPO / "config" / "smoke.yaml")
 TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
 SCORES = {"e4": "rule", "e5": "judge", "e8": "rule", "e9": "judge", "e13": "rule", "e14": "panel"}
+MATRIX = {("e4", "judge"), ("e4", "panel"), ("e5", "rule"), ("e5", "panel"), ("e8", "panel"), ("e13", "judge")}
+"""The matrix cells no eval series asks for: each evaluated checkpoint by every scorer (chartrl.evaluate.matrix)."""
 EVAL_JOBS = (
     {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13")}
     | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES.items()}
     | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
+    | {("matrix_score", f"series={s}, scorer={scorer}") for s, scorer in MATRIX}  # the reward x scorer matrix
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("report", "")}
@@ -135,7 +138,7 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
-    evaluation |= {"e9/diagonal", "e14/diagonal", "report"}
+    evaluation |= {"e9/diagonal", "e14/diagonal", "report"} | {f"{s}/matrix/{c}" for s, c in MATRIX}
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
@@ -239,6 +242,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
         ("score", "series=e8, scorer=rule"),
         ("score", "series=e9, scorer=judge"),
+        ("matrix_score", "series=e8, scorer=panel"),  # the matrix's cell of e6's checkpoint no series asks for
         ("diagonal", "series=e9"),
         ("report", ""),
         ("all", ""),
@@ -352,5 +356,9 @@ def test_smoke_report_has_every_panel_filled_or_explained(smoke_run):
     assert panel_problems(smoke_run / "results/report") == []
     metrics = json.loads((smoke_run / "results/report/metrics.json").read_text())
     panels = {p["id"]: p for p in metrics["panels"]}
-    # the local backend runs every control: only the seed spread (one seed in the smoke config) is absent
-    assert [pid for pid, p in panels.items() if not p["filled"]] == ["seed_spread"]
+    # the local backend runs every control: only the seed spread (one seed in the smoke config) and the study's
+    # published numbers (config/gpu.yaml has them) are absent; identical series are shown only where the run has some
+    unfilled = {pid for pid, p in panels.items() if not p["filled"]} - {"comparisons/identical"}
+    assert unfilled == {"seed_spread", "comparisons/reference"}
+    matrix = metrics["comparisons"]["scorer_matrix"]
+    assert matrix["missing"] == [] and all(len(row["cells"]) == 3 for row in matrix["rows"].values())

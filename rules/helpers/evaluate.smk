@@ -1,5 +1,7 @@
 # The evaluation stage's helpers (rules/evaluate.smk): which series generates the generations others score, the
 # diagonal pairs, a job's spec, launch prefix and command, the targets.
+from chartrl.evaluate.matrix import extra_matrix_files
+
 EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
 
 
@@ -63,9 +65,14 @@ def eval_job_spec(*sections):
     return spec
 
 
+# The reward x scorer matrix: the cells of every evaluated checkpoint that no eval series asks for
+# (chartrl.evaluate.matrix), scored by the matrix_score rule.
+MATRIX_FILES = [f"results/{path}" for path in extra_matrix_files(CFG)]
+
+
 def eval_targets():
     targets = [scores_path(s.id, scorer) for s in CFG.eval_series for scorer in s.scorers]
-    return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS]
+    return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS] + MATRIX_FILES
 
 
 def verl_generate_overrides(wildcards):

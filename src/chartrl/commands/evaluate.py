@@ -152,7 +152,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     spec = _spec(args.spec, ("judge",))
     series = spec["series"]
-    if args.scorer not in series.get("scorers", []):
+    if args.scorer not in series.get("scorers", []) and not args.matrix:
         raise UsageError(
             f"series {series['id']} does not use scorer {args.scorer!r} (its scorers: {series.get('scorers')})"
         )
@@ -163,7 +163,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer}
     if judge is not None:
         tags["judge"] = judge.describe().get("kind", judge.name)
-    with tracking.stage_run(settings, f"{series['id']}/score/{args.scorer}", tags, spec) as run:
+    stage = "matrix" if args.matrix and args.scorer not in series.get("scorers", []) else "score"
+    with tracking.stage_run(settings, f"{series['id']}/{stage}/{args.scorer}", tags, spec) as run:
         metrics = {f"test/{k}": v for k, v in aggregate.items() if isinstance(v, int | float) and v is not None}
         for subset, values in aggregate["by_subset"].items():
             if values["accuracy"] is not None:
@@ -236,6 +237,12 @@ def register(stages: argparse._SubParsersAction) -> None:
     score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel"])
     score.add_argument("--generations", required=True)
     score.add_argument("--out", required=True, help="scores_{scorer}.json")
+    score.add_argument(
+        "--matrix",
+        action="store_true",
+        help="a cell of the reward x scorer matrix: any scorer, not only the series' own (MLflow run "
+        "{series}/matrix/{scorer})",
+    )
     score.set_defaults(func=cmd_score)
 
     diag = stages.add_parser("diagonal", parents=[common], help="compare two scorers on the same generations")

@@ -149,3 +149,26 @@ def judge_problems(judge: JudgeConfig) -> list[str]:
                 f"templates: {', '.join(templates)} (src/chartrl/prompts/<name>.jinja)"
             )
     return problems
+
+
+@config_check("reference values")
+def reference_value_problems(config: Config) -> list[str]:
+    """A published number belongs to a series of this config: a validation value to a train series, a test value to
+    an eval series that scores with the same scorer (the report says where the checkpoints differ: an overlay that
+    shortens training, like the rehearsal, evaluates earlier steps)."""
+    problems = []
+    reference = config.reference_values
+    for sid in reference.validation:
+        if not isinstance(config.series.get(sid), TrainSeries):
+            problems.append(f"reference_values.validation.{sid}: {sid!r} is not a train series of this config")
+    for sid, values in reference.test.items():
+        series = config.series.get(sid)
+        if not isinstance(series, EvalSeries):
+            problems.append(f"reference_values.test.{sid}: {sid!r} is not an eval series of this config")
+            continue
+        if values["scorer"] not in series.scorers:
+            problems.append(
+                f"reference_values.test.{sid}: published for scorer {values['scorer']}, but {sid} scores with "
+                f"{', '.join(series.scorers)}: give the scorer the study used, or drop the value"
+            )
+    return problems

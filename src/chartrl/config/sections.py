@@ -458,6 +458,17 @@ class EvaluateConfig(Section):
 
 
 @dataclass(frozen=True)
+class ReferenceValues(Section):
+    """Published numbers of the study a config reproduces (schema: reference_values), shown beside the run's."""
+
+    source: str | None = None
+    validation: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """Train series id -> {final, final_step, peak, tool_success}; a value is a number or [low, high]."""
+    test: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """Eval series id -> {accuracy, scorer, checkpoint, tool_call_ratio}."""
+
+
+@dataclass(frozen=True)
 class Config:
     resolved: Mapping[str, Any]
     """The validated config with defaults filled (read-only)."""
@@ -481,6 +492,8 @@ class Config:
     judge: JudgeConfig
     verl: VerlConfig
     ray: RayConfig
+    reference_values: ReferenceValues = dataclasses.field(default_factory=ReferenceValues)
+    """The study's published numbers, for the report only (empty unless the config gives them)."""
 
     @property
     def model_path(self) -> str | None:
@@ -603,4 +616,5 @@ def typed_config(resolved: Mapping[str, Any]) -> Config:
         judge=JudgeConfig.from_dict(resolved["judge"]),
         verl=VerlConfig.from_dict(resolved["verl"]),
         ray=RayConfig.from_dict(resolved["ray"]),
+        reference_values=ReferenceValues.from_dict(resolved.get("reference_values") or {}),
     )

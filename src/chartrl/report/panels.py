@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.comparisons import comparison_panels
 
 # A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
 # verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
@@ -275,7 +276,11 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     generations = sorted({s.generation for s in config.train_series})
-    return [p for g in generations for p in curve_panels(metrics, config, g)] + table_panels(metrics, config)
+    return (
+        [p for g in generations for p in curve_panels(metrics, config, g)]
+        + table_panels(metrics, config)
+        + comparison_panels(metrics, config)
+    )
 
 
 def panel_problems(report_dir: str | Path) -> list[str]:
