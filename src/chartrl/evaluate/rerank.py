@@ -227,14 +227,6 @@ SELECTORS: dict[str, Callable[[Sequence[Mapping[str, Any]]], int]] = {
 }
 """Method -> chosen sample index of one question's samples; ``oracle`` chooses none (any sample counts)."""
 METHODS = ("scs", "confidence", "scorer", "oracle")
-METHOD_TITLES = {
-    "greedy": "greedy (the series' own answer)",
-    "scs": "self-consistency (maj@N)",
-    "confidence": "policy confidence (mean token log-prob)",
-    "scorer": "external scorer (rerank@N)",
-    "oracle": "oracle (pass@N)",
-    "mean_sample": "one sample (mean over the N)",
-}
 
 
 # --------------------------------------------------------------------------------------------------------------

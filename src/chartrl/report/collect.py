@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
+from chartrl.report.rerank import collect_rerank
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -365,6 +366,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         },
         "seed_spread": seed_spread(results, config),
         "rl_effect": rl_effect(results, config),
+        "rerank": collect_rerank(results, config),
         "missing": missing,
     }
 
