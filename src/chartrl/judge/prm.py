@@ -83,6 +83,9 @@ class OpenAIScorer(OpenAIJudge):
     kind = KIND
     backend = "openai_scorer"
 
+    def __init__(self, name: str, *, template: str = "rerank_score", **settings: Any):
+        super().__init__(name, template=template, **settings)
+
     @classmethod
     def from_rerank(cls, settings, cache=None) -> OpenAIScorer:
         """From an eval series' ``rerank.scorer`` settings (chartrl.config.RerankScorerConfig)."""
