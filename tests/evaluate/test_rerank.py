@@ -256,3 +256,80 @@ def test_the_tiny_model_samples_n_responses_per_question(warm_model_dir, synth_r
         result["methods"][m]["accuracy"] for m in ("scs", "confidence", "mean_sample")
     )
     assert result["methods"]["scs"]["costs"]["samples"] == 12
+
+
+def test_rerank_score_command_with_the_external_scorer(tmp_path):
+    """``chartrl rerank-score`` as the rule runs it: the external scorer behind the local OpenAI-compatible server
+    (key from the environment, never in the log), the chart read from the split, an MLflow run with the methods'
+    metrics and the scorer's usage; a rerun asks the scorer nothing."""
+    import io
+    import os
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+    from PIL import Image
+
+    from judge_server import FakeScorerServer
+
+    samples = tmp_path / "rerank.parquet"
+    _write_samples(samples)
+    greedy = tmp_path / "scores_rule.json"
+    greedy.write_text(json.dumps(_greedy_scores()))
+    generations = tmp_path / "generations.parquet"
+    pq.write_table(
+        pa.table({"id": [f"q{q}" for q in range(4)], "sample": [0] * 4, "response_tokens": [6] * 4}), generations
+    )
+    png = io.BytesIO()
+    Image.new("RGB", (28, 28), "white").save(png, format="PNG")
+    data = tmp_path / "test.parquet"
+    pq.write_table(pa.table({"id": [f"q{q}" for q in range(4)], "images": [[png.getvalue()]] * 4}), data)
+    truths = {f"Question {q}?": truth for q, (truth, _, _) in enumerate(QUESTIONS)}
+    key = "sk-test-scorer-secret-42"
+    with FakeScorerServer(truths) as server:
+        spec = {
+            "series": {
+                "id": "e4",
+                "generation": "v1",
+                "kind": "eval",
+                "of": "e1",
+                "checkpoint": "last",
+                "scorers": ["rule"],
+                "rerank": {
+                    "n": 3,
+                    "by": ["scs", "scorer", "oracle"],
+                    "scorer": {
+                        "base_url": server.base_url,
+                        "model": "fake-prm",
+                        "api_key_env": "CHARTRL_TEST_PRM_KEY",
+                        "cache_path": str(tmp_path / "cache.sqlite"),
+                        "backoff_initial_s": 0.01,
+                    },
+                },
+            },
+            "of": {"id": "e1", "tools": True},
+            "evaluate": {"dataset": "synthchart", "bootstrap_samples": 200},
+        }
+        command = [sys.executable, "-m", "chartrl", "rerank-score", "--spec", json.dumps(spec), "--scorer", "rule"]
+        command += ["--samples", str(samples), "--greedy-scores", str(greedy), "--generations", str(generations)]
+        command += ["--data", str(data), "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--experiment", "rr"]
+        env = dict(os.environ, CHARTRL_TEST_PRM_KEY=key)
+        for out in ("first.json", "second.json"):
+            result = subprocess.run([*command, "--out", str(tmp_path / out)], capture_output=True, text=True, env=env)
+            assert result.returncode == 0, result.stderr[-3000:]
+            assert key not in result.stderr and key not in result.stdout
+        # 12 samples, three of them repeating another of their question: 9 requests, none on the rerun
+        assert server.requests == 9 and len(server.images) == 9
+    first, second = (json.loads((tmp_path / name).read_text()) for name in ("first.json", "second.json"))
+    scorer = first["methods"]["scorer"]
+    # the scorer rates a right answer 0.9, a wrong one 0.2: it finds the right sample wherever there is one
+    assert scorer["accuracy"] == first["methods"]["oracle"]["accuracy"] == 0.75
+    assert scorer["chosen"] == {"q0": 0, "q1": 0, "q2": 0, "q3": 1}
+    assert scorer["costs"]["scorer_calls"] == 12 and scorer["costs"]["scorer_requests"] == 9
+    assert second["methods"]["scorer"]["costs"]["scorer_cache_hits"] == 12
+    assert second["methods"]["scorer"]["accuracy"] == scorer["accuracy"]
+    assert first["external_scorer"]["model"] == "fake-prm" and first["greedy"] is True
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("rr").experiment_id])
+    metrics = next(r for r in runs if r.info.run_name == "e4/rerank/rule").data.metrics
+    assert metrics["rerank/scorer/accuracy"] == 0.75 and "rerank_scorer/requests" in metrics
