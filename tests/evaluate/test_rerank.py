@@ -333,3 +333,23 @@ def test_rerank_score_command_with_the_external_scorer(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("rr").experiment_id])
     metrics = next(r for r in runs if r.info.run_name == "e4/rerank/rule").data.metrics
     assert metrics["rerank/scorer/accuracy"] == 0.75 and "rerank_scorer/requests" in metrics
+
+
+def test_judge_failures_are_counted_and_bounded_as_in_the_score_rule(tmp_path):
+    from chartrl.evaluate.score import TooManyJudgeFailures
+
+    from judge_server import FailingJudge
+
+    path = tmp_path / "rerank.parquet"
+    _write_samples(path)
+    kwargs = dict(
+        scorer_name="judge", methods=("scs", "oracle"), bootstrap_samples=200, confidence=0.9, seed=0
+    )  # fmt: skip
+    with pytest.raises(TooManyJudgeFailures, match="failing"):
+        rerank_scores(path, _greedy_scores(), {}, judge=FailingJudge(), max_judge_failure_fraction=0.05, **kwargs)
+    result = rerank_scores(path, _greedy_scores(), {}, judge=FailingJudge(), max_judge_failure_fraction=1.0, **kwargs)
+    # every sample with an answer got no verdict: no chosen answer is scored, and the oracle, which a failure
+    # could hide a right sample from, scores none either (q2's sample without an answer is wrong, not enough)
+    for method in ("scs", "oracle"):
+        values = result["methods"][method]
+        assert values["unscored"] == 4 and values["n"] == 0 and values["accuracy"] is None

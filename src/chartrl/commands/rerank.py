@@ -117,6 +117,7 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
         bootstrap_samples=evaluate.bootstrap_samples,
         confidence=evaluate.confidence,
         seed=evaluate.seed,
+        max_judge_failure_fraction=judge_config.max_judge_failure_fraction,
     )
     result.update(
         {

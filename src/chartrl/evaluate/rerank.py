@@ -24,7 +24,8 @@ Methods (:data:`SELECTORS`, each a pure function of one question's samples, retu
   last.
 - ``scorer``: the highest score of the external scorer (chartrl.judge.prm); a scorer failure ranks below every
   score; when every sample of a question failed, sample 0 is taken and counted (``fallbacks``).
-- ``oracle`` (pass@N): right when any sample is right under the scorer; an upper bound, not a usable method.
+- ``oracle`` (pass@N): right when any sample is right under the scorer; an upper bound, not a usable method. A
+  question whose samples are all wrong but one or more got no judge verdict stays unscored.
 
 Costs per method: ``samples`` and ``sampled_tokens`` (every method pays for all N samples of every question; the
 greedy answer for one), ``scorer_calls`` (samples sent to the external scorer, and its requests, cache hits and
@@ -336,9 +337,12 @@ def rerank_scores(
     bootstrap_samples: int,
     confidence: float,
     seed: int,
+    max_judge_failure_fraction: float = 1.0,
 ) -> dict[str, Any]:
     """Every method's accuracy under ``scorer_name`` (see the module docstring), with costs; ``external`` is the
-    external scorer (chartrl.judge.prm.OpenAIScorer) when ``methods`` names ``scorer``."""
+    external scorer (chartrl.judge.prm.OpenAIScorer) when ``methods`` names ``scorer``. As the ``score`` rule, more
+    judge failures than ``max_judge_failure_fraction`` of the items sent stop it, naming the endpoint."""
+    from chartrl.evaluate.score import check_judge_failures
     from chartrl.rewards import get_scorer
 
     grouped = read_samples(samples_path)
@@ -366,6 +370,7 @@ def rerank_scores(
     }
     records = [r for qid in ids for r in grouped[qid] if _key(r) in needed]
     scored = get_scorer(scorer_name)([reward_input(r) for r in records], judge)
+    check_judge_failures(scored["aggregate"], max_judge_failure_fraction)
     verdict = {item["id"]: item["accuracy"] for item in scored["items"]}
     greedy = greedy_accuracies(greedy_scores, ids)
     common = {"samples": bootstrap_samples, "confidence": confidence, "seed": seed}
@@ -384,7 +389,9 @@ def rerank_scores(
             for qid in ids:
                 values = [verdict[_key(r)] for r in grouped[qid]]
                 known = [v for v in values if v is not None]
-                per_question[qid] = max(known) if known else None
+                best = max(known, default=None)
+                # a judge failure could hide a right sample: without a right one the question stays unscored
+                per_question[qid] = best if best == 1.0 or (known and len(known) == len(values)) else None
             costs = {**pay_all, "judge_items": len(records)}
         else:
             per_question = {qid: verdict[_key(grouped[qid][chosen[method][qid]])] for qid in ids}
