@@ -126,6 +126,68 @@ rule diagonal:
         " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
+# Best-of-N reranking at test time (an eval series' `rerank`): N sampled responses per question of a fixed subset
+# (results/eval/{series}/rerank.parquet), then per scorer each method's chosen answers scored beside the series'
+# own (greedy) answers on the same questions (rerank_{scorer}.json). The greedy generations stay as they are.
+rule rerank:
+    input:
+        run=eval_train_run,
+        data=eval_data,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/rerank.parquet",
+    params:
+        spec=rerank_job_spec,
+        launch=rerank_launch,
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(RERANK_SERIES) or "(?!)",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/eval/{series}/rerank.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/rerank.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{params.launch} chartrl rerank --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+rule rerank_score:
+    input:
+        samples="results/eval/{series}/rerank.parquet",
+        greedy=lambda wildcards: scores_path(wildcards.series, wildcards.scorer),
+        generations=lambda wildcards: generations_of(wildcards.series),
+        data=eval_data,
+        run=eval_train_run,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/rerank_{scorer}.json",
+    params:
+        spec=eval_job_spec("judge", "evaluate", with_rerank=True),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(RERANK_SERIES) or "(?!)",
+        scorer="rule|judge|panel",
+    retries: 2  # an external scorer or judge endpoint: as rule score (answers obtained are cached)
+    resources:
+        mem_mb=2048,
+    log:
+        "results/logs/eval/{series}/rerank_{scorer}.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/rerank_{scorer}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl rerank-score --spec {params.spec:q} --run {input.run:q} --scorer {wildcards.scorer}"
+        " --samples {input.samples:q} --greedy-scores {input.greedy:q} --generations {input.generations:q}"
+        " --data {input.data:q} --out {output:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
 # Test accuracy per question type of every train series (last checkpoint) and of the warm-started starting point
 # (with and without tools), each next to its shuffled-image control: what the report's per-type table,
 # tool-vs-no-tool gaps and bootstrap intervals are computed from. Also logged as the MLflow run {series}/test

@@ -51,6 +51,7 @@ class FakeJudgeServer:
         self.requests = 0
         self.attempts: Counter[str] = Counter()
         self.prompts: list[str] = []
+        self.images: list[str] = []
         self.authorization: set[str] = set()
         self.in_flight = self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -110,10 +111,16 @@ class FakeJudgeServer:
 
             def do_POST(self):
                 request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = request["messages"][-1]["content"]
+                content = request["messages"][-1]["content"]
+                images = []
+                if isinstance(content, list):  # a multimodal message: image_url parts and text parts
+                    images = [part["image_url"]["url"] for part in content if part.get("type") == "image_url"]
+                    content = "\n".join(part["text"] for part in content if part.get("type") == "text")
+                prompt = content
                 question = block(prompt, "question")
                 with server._lock:
                     server.requests += 1
+                    server.images.extend(images)
                     attempt = server.attempts[question]
                     server.attempts[question] += 1
                     server.prompts.append(prompt)
@@ -167,6 +174,31 @@ class FakeJudgeServer:
                 self._send(200, body)
 
         return Handler
+
+
+class FakeScorerServer(FakeJudgeServer):
+    """The same server playing a process reward model: it scores the candidate response in [0, 1], high when the
+    answer in it matches ``truths[question]`` (the truth the test knows; the request never carries it), as a
+    ``{"score": p}`` object in JSON mode, else a final ``SCORE: p`` line (after some reasoning when ``chatty``)."""
+
+    def __init__(self, truths: dict[str, str], plan: Plan | None = None, **kwargs):
+        super().__init__(plan, **kwargs)
+        self.truths = truths
+
+    def score_for(self, prompt: str) -> float:
+        from chartrl.answers import extract_answer
+
+        answer = extract_answer(block(prompt, "candidate_response"))
+        truth = self.truths[block(prompt, "question")]
+        return 0.9 if answer is not None and answers_equivalent(answer, truth) else 0.2
+
+    def reply_for(self, prompt: str, json_mode: bool, chatty: bool) -> str:
+        score = self.score_for(prompt)
+        if json_mode:
+            return json.dumps({"score": score})
+        if chatty:
+            return f"The response reads the chart and answers. Weighing its steps, I rate it.\n**SCORE: {score}**"
+        return f"SCORE: {score}"
 
 
 class FailingJudge:

@@ -209,6 +209,28 @@ BAD_CONFIGS = [
         ["tools.names", "'focus_on_z_values'", "focus_on_x_values_with_draw", "zoom_in"],
     ),
     (
+        "rerank with no samples",
+        lambda c: c["series"]["e4"].update(rerank={"n": 0, "by": ["scs"]}),
+        ["series.e4.rerank.n", "0", "minimum"],
+    ),
+    (
+        "unknown rerank method",
+        lambda c: c["series"]["e4"].update(rerank={"n": 4, "by": ["scs", "vibes"]}),
+        ["series.e4.rerank.by.1", '"vibes"', "scs", "confidence", "scorer", "oracle"],
+    ),
+    (
+        "rerank by the external scorer without an endpoint",
+        lambda c: c["series"]["e13"].update(rerank={"n": 4, "by": ["scorer"]}),
+        ["series.e13.rerank.by", "'scorer'", "series.e13.rerank.scorer", "base_url"],
+    ),
+    (
+        "rerank scorer with an unknown template",
+        lambda c: c["series"]["e4"].update(
+            rerank={"n": 2, "by": ["scorer"], "scorer": {"base_url": "http://h/v1", "model": "m", "template": "nope"}}
+        ),
+        ["series.e4.rerank.scorer.template", "'nope'", "rerank_score"],
+    ),
+    (
         "r1v format weight above 1",
         lambda c: c["series"]["e1"].update(reward={"name": "r1v", "format_weight": 2}),
         ["series.e1.reward.format_weight", "2", "maximum"],
@@ -293,3 +315,23 @@ def test_gpu_overlay_points_the_judge_at_an_openai_endpoint_by_key_name():
         "judge_equivalence",
         "judge_strict",
     }
+
+
+def test_rerank_settings_are_typed_with_their_defaults():
+    """The embedded default reranks e4 (no external scorer: no endpoint); a scorer's settings get the schema's
+    defaults, and only a series that asks for reranking has any."""
+    config = load_config()
+    rerank = config.series["e4"].rerank
+    assert rerank.n >= 1 and "scorer" not in rerank.by and rerank.questions is not None
+    assert config.series["e5"].rerank is None
+
+    def mutate(c):
+        c["series"]["e13"]["rerank"] = {
+            "n": 3,
+            "by": ["scorer", "oracle"],
+            "scorer": {"base_url": "http://localhost:8000/v1", "model": "OpenGVLab/VisualPRM-8B"},
+        }
+
+    scorer = parse_config(_broken(mutate)).series["e13"].rerank.scorer
+    assert scorer.template == "rerank_score" and scorer.api_key_env == "OPENAI_API_KEY"
+    assert scorer.cache_path == "results/judge_cache.sqlite" and scorer.max_retries == 5

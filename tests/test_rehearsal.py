@@ -151,6 +151,8 @@ def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
     assert not panels["gaps"]["filled"] and "e3" in panels["gaps"]["reason"]
     assert not panels["test_accuracy/test_shuffled_images"]["filled"]
     assert not panels["seed_spread"]["filled"] and "one seed" in panels["seed_spread"]["reason"]
+    # best-of-N reranking is a local-backend stage: absent, with the reason
+    assert not panels["rerank"]["filled"] and "not run on the verl backend" in panels["rerank"]["reason"]
     for panel in ("warmstart", "scored", "diagonal", "rollouts", "matched_steps"):
         assert panels[panel]["filled"], panel
     # the comparisons, from verl's metrics and generations: every evaluated checkpoint by every scorer

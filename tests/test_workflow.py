@@ -26,6 +26,7 @@ EVAL_JOBS = (
     | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES.items()}
     | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
     | {("matrix_score", f"series={s}, scorer={scorer}") for s, scorer in MATRIX}  # the reward x scorer matrix
+    | {("rerank", "series=e4"), ("rerank_score", "series=e4, scorer=rule")}  # best-of-N on e4 (config/series.yaml)
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("report", "")}
@@ -138,7 +139,8 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
-    evaluation |= {"e9/diagonal", "e14/diagonal", "report"} | {f"{s}/matrix/{c}" for s, c in MATRIX}
+    evaluation |= {"e9/diagonal", "e14/diagonal", "report", "e4/rerank", "e4/rerank/rule"}
+    evaluation |= {f"{s}/matrix/{c}" for s, c in MATRIX}
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
@@ -362,3 +364,10 @@ def test_smoke_report_has_every_panel_filled_or_explained(smoke_run):
     assert unfilled == {"seed_spread", "comparisons/reference"}
     matrix = metrics["comparisons"]["scorer_matrix"]
     assert matrix["missing"] == [] and all(len(row["cells"]) == 3 for row in matrix["rows"].values())
+    # best-of-N on e4: every method under the rule, with its interval, its gap to greedy and its costs
+    rerank = metrics["rerank"]["series"]["e4"]["scores"]["rule"]
+    assert set(rerank["methods"]) == {"greedy", "scs", "confidence", "oracle", "mean_sample"}
+    for values in rerank["methods"].values():
+        assert values["low"] <= values["accuracy"] <= values["high"] and values["costs"]["samples"] > 0
+    assert rerank["methods"]["oracle"]["accuracy"] >= rerank["methods"]["scs"]["accuracy"]
+    assert "external scorer" in panels["rerank"]["note"]  # not in the smoke config's methods: said so

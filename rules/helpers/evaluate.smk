@@ -50,13 +50,17 @@ def eval_data(wildcards):
     return f"results/data/{series.dataset}/{series.split}.parquet"
 
 
-def eval_job_spec(*sections):
-    """What an evaluation job depends on: the eval series, the train series it reads (`of`) and `sections`."""
+def eval_job_spec(*sections, with_rerank=False):
+    """What an evaluation job depends on: the eval series, the train series it reads (`of`) and `sections`. The
+    series' `rerank` settings only where `with_rerank` (the rerank jobs): changing them reruns nothing else."""
 
     def spec(wildcards):
         series = CFG.series[wildcards.series]
+        own = to_plain(CFG.resolved["series"][series.id])
+        if not with_rerank:
+            own.pop("rerank", None)
         data = {
-            "series": {"id": series.id, **to_plain(CFG.resolved["series"][series.id])},
+            "series": {"id": series.id, **own},
             "of": {"id": series.of, **to_plain(CFG.resolved["series"][series.of])},
         }
         data.update({name: to_plain(CFG.resolved[name]) for name in sections})
@@ -72,7 +76,25 @@ MATRIX_FILES = [f"results/{path}" for path in extra_matrix_files(CFG)]
 
 def eval_targets():
     targets = [scores_path(s.id, scorer) for s in CFG.eval_series for scorer in s.scorers]
+    targets += rerank_targets()
     return targets + [f"results/eval/{series}/diagonal.json" for series in DIAGONALS] + MATRIX_FILES
+
+
+# Best-of-N reranking (an eval series' `rerank`): local backend only. On verl, N samples per question would be a
+# second verl generation job (val_kwargs.n with do_sample) that is not wired; the report says so in place.
+RERANK_SERIES = [] if VERL else [s.id for s in CFG.eval_series if s.rerank is not None]
+
+
+def rerank_targets():
+    return [f"results/eval/{sid}/rerank_{scorer}.json" for sid in RERANK_SERIES for scorer in CFG.series[sid].scorers]
+
+
+rerank_job_spec = eval_job_spec("evaluate", "rollout", "prompts", "tools", with_rerank=True)
+
+
+def rerank_launch(wildcards):
+    """The launcher prefix of a rerank sampling job (as a generate job: evaluate.threads, ray.job_gpus)."""
+    return local_launch("rerank", wildcards.series, rerank_job_spec(wildcards))
 
 
 def verl_generate_overrides(wildcards):

@@ -43,8 +43,10 @@ def test_an_empty_run_explains_every_panel(empty_report):
     if backend == "verl":
         assert "not run on the verl backend" in shuffled
         assert "model.path Qwen/Qwen2.5-VL-3B-Instruct" in panels["warmstart"]["reason"]
+        assert "not run on the verl backend" in panels["rerank"]["reason"]
     else:
         assert "results/runs/e1/metrics.jsonl" in shuffled
+        assert "rerank_{scorer}.json for e4" in panels["rerank"]["reason"]
 
 
 def test_a_missing_reason_or_a_false_claim_is_caught(empty_report, tmp_path):
@@ -126,3 +128,60 @@ def test_binary_interval_is_the_bootstrap_of_a_zero_one_mean():
     low, high = binary_interval(40 / 48, 48, 0.95)
     assert low == pytest.approx(boot["low"], abs=1 / 48 + 1e-9)
     assert high == pytest.approx(boot["high"], abs=1 / 48 + 1e-9)
+
+
+def test_the_rerank_table_shows_every_method_with_its_interval_and_costs(tmp_path):
+    """A run with e4's rerank scores: the panel is filled, the table lists each method with its interval, its gap
+    to greedy and its costs, and the absent external scorer is explained in place."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from chartrl.config import load_config
+    from chartrl.evaluate.rerank import SAMPLE_SCHEMA, rerank_scores
+    from chartrl.files import write_json
+    from chartrl.report.build import build_report
+
+    records = []
+    for q in range(6):
+        for k in range(3):
+            answer = str(q) if (q + k) % 2 else "x"
+            records.append(
+                {
+                    "id": f"q{q}", "sample": k, "question": f"Q{q}?", "ground_truth": str(q),
+                    "data_source": "synthchart", "subset": "synthetic", "chart_type": "v_bar",
+                    "turns": "[]", "tool_calls": 0, "tool_outcome": "none",
+                    "final_response": f"<answer>{answer}</answer>", "answer": answer, "mean_logprob": -0.1 * k,
+                    "prompt_tokens": 10, "response_tokens": 3, "total_tokens": 13, "truncated": False,
+                }
+            )  # fmt: skip
+    results = tmp_path / "results"
+    samples = results / "eval" / "e4" / "rerank.parquet"
+    samples.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(records, schema=SAMPLE_SCHEMA), samples)
+    greedy = {"items": [{"id": f"q{q}#0", "accuracy": float(q % 2)} for q in range(6)]}
+    result = rerank_scores(
+        samples, greedy, {}, scorer_name="rule", judge=None, methods=("scs", "confidence", "oracle"),
+        bootstrap_samples=200, confidence=0.95, seed=0,
+    )  # fmt: skip
+    write_json(results / "eval" / "e4" / "rerank_rule.json", {**result, "greedy": True})
+    config = load_config(root=REPO)
+    build_report(config, results, tmp_path / "report")
+    assert panel_problems(tmp_path / "report") == []
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    panel = next(p for p in metrics["panels"] if p["id"] == "rerank")
+    assert panel["filled"] and "external scorer" in panel["note"]
+    methods = metrics["rerank"]["series"]["e4"]["scores"]["rule"]["methods"]
+    assert "chosen" not in methods["scs"] and methods["oracle"]["costs"]["judge_items"] == 18
+    page = (tmp_path / "report" / "index.html").read_text()
+    table = page[page.index('data-rerank="e4/rule"') :]
+    table = table[: table.index("</table>")]
+    for title in (
+        "greedy (the series",
+        "self-consistency (maj@3)",
+        "policy confidence",
+        "oracle (pass@3)",
+        "one sample",
+    ):
+        assert title in table
+    low, high = methods["scs"]["low"], methods["scs"]["high"]
+    assert f"[{low:.3f}, {high:.3f}]" in table

@@ -172,3 +172,27 @@ def reference_value_problems(config: Config) -> list[str]:
                 f"{', '.join(series.scorers)}: give the scorer the study used, or drop the value"
             )
     return problems
+
+
+@config_check("rerank")
+def rerank_problems(config: Config) -> list[str]:
+    """An eval series reranking ``by: [scorer]`` names its scorer, whose template exists."""
+    problems = []
+    templates = template_names()
+    for series in config.eval_series:
+        rerank = series.rerank
+        if rerank is None:
+            continue
+        key = f"series.{series.id}.rerank"
+        if "scorer" in rerank.by and rerank.scorer is None:
+            problems.append(
+                f"config key '{key}.by': names 'scorer' but '{key}.scorer' is not set; give the endpoint "
+                "(scorer: {base_url: http://localhost:8000/v1, model: <served model>, api_key_env: <VARIABLE>}) or "
+                "leave 'scorer' out of 'by'"
+            )
+        if rerank.scorer is not None and rerank.scorer.template not in templates:
+            problems.append(
+                f"config key '{key}.scorer.template': value '{rerank.scorer.template}' names no prompt template; "
+                f"templates: {', '.join(templates)} (src/chartrl/prompts/<name>.jinja)"
+            )
+    return problems

@@ -12,6 +12,7 @@ into the dict, so the config that is logged is the config that ran.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ def _field_types(cls: type) -> dict[str, Any]:
 def _shaped(hint: Any, value: Any) -> Any:
     if value is None:
         return None
+    if isinstance(hint, types.UnionType):  # ``X | None``: shaped as X
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
     if isinstance(hint, type) and issubclass(hint, Section):
         return hint.from_dict(value)
     origin = typing.get_origin(hint)
@@ -239,6 +242,37 @@ class TrainSeries(Section):
 
 
 @dataclass(frozen=True)
+class RerankScorerConfig(Section):
+    """The external scorer of best-of-N reranking (schema: $defs/rerank_scorer)."""
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    template: str = "rerank_score"
+    json_mode: str = "auto"
+    temperature: float = 0.0
+    max_tokens: int = 256
+    max_response_chars: int = 4000
+    max_concurrency: int = 8
+    max_retries: int = 5
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 30.0
+    timeout_s: float = 60.0
+    cache_path: str | None = "results/judge_cache.sqlite"
+
+
+@dataclass(frozen=True)
+class RerankConfig(Section):
+    """Best-of-N reranking of an eval series (schema: $defs/rerank)."""
+
+    n: int
+    by: tuple[str, ...]
+    questions: int | None = None
+    seed: int = 0
+    scorer: RerankScorerConfig | None = None
+
+
+@dataclass(frozen=True)
 class EvalSeries(Section):
     id: str
     generation: str
@@ -250,6 +284,8 @@ class EvalSeries(Section):
     """Resolved: the series' own ``dataset`` or ``evaluate.dataset``."""
     split: str
     kind: str = "eval"
+    rerank: RerankConfig | None = None
+    """Best-of-N reranking at test time, when the series asks for it."""
 
 
 @dataclass(frozen=True)
@@ -584,6 +620,7 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
             "scorers": section["scorers"],
             "dataset": section.get("dataset", resolved["evaluate"]["dataset"]),
             "split": resolved["evaluate"]["split"],
+            "rerank": section.get("rerank"),
         }
     )
 

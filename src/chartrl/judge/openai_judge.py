@@ -59,6 +59,7 @@ class _Outcome:
     kind: str
     reply: str = ""
     error: Exception | None = None
+    score: float | None = None
 
 
 class OpenAIJudge:
@@ -192,10 +193,9 @@ class OpenAIJudge:
             attempt = 0
             while True:
                 outcome = await self._attempt(client, item)
-                if outcome.kind in ("correct", "incorrect"):
-                    score = 1.0 if outcome.kind == "correct" else 0.0
-                    self._remember(key, item, score, outcome.reply)
-                    return Verdict(score, "request", outcome.reply[:DETAIL_CHARS])
+                if outcome.kind == "scored":
+                    self._remember(key, item, outcome.score, outcome.reply)
+                    return Verdict(outcome.score, "request", outcome.reply[:DETAIL_CHARS])
                 if outcome.kind == "json_rejected":
                     continue  # a capability probe, not an attempt
                 if outcome.kind == "refused":
@@ -211,11 +211,12 @@ class OpenAIJudge:
                 self.usage.retries += 1
 
     async def _attempt(self, client: openai.AsyncOpenAI, item: JudgeItem) -> _Outcome:
-        """One request, classified: ``correct``/``incorrect`` (a verdict), ``unreadable`` (retry, then a failure),
-        ``transient`` (retry, then JudgeUnavailable), ``refused`` (JudgeUnavailable now), ``json_rejected``."""
+        """One request, classified: ``scored`` (a verdict read by :meth:`_read`), ``unreadable`` (retry, then a
+        failure), ``transient`` (retry, then JudgeUnavailable), ``refused`` (JudgeUnavailable now),
+        ``json_rejected``."""
         use_json = self._json_supported
         try:
-            reply = await self._request(client, judge_prompt(self.template, item, use_json), use_json)
+            reply = await self._request(client, self._messages(item, use_json), use_json)
         except openai.BadRequestError as err:
             if use_json and self.json_mode == "auto":
                 log.info("judge %s: %s rejected JSON mode; using a verdict line", self.name, self.base_url)
@@ -229,11 +230,20 @@ class OpenAIJudge:
             return _Outcome("transient", error=err)
         except openai.APIStatusError as err:
             return _Outcome("transient" if err.status_code in RETRYABLE_STATUS else "refused", error=err)
-        correct = parse_verdict(reply)
-        if correct is None:
+        score = self._read(reply)
+        if score is None:
             self.usage.unparseable += 1
             return _Outcome("unreadable", reply=reply)
-        return _Outcome("correct" if correct else "incorrect", reply=reply)
+        return _Outcome("scored", reply=reply, score=score)
+
+    def _messages(self, item: JudgeItem, use_json: bool) -> list[dict[str, Any]]:
+        """The chat messages of one request: the judge prompt as the user's message."""
+        return [{"role": "user", "content": judge_prompt(self.template, item, use_json)}]
+
+    def _read(self, reply: str) -> float | None:
+        """The score a reply gives: 1.0 (correct), 0.0 (incorrect) or None (unreadable)."""
+        correct = parse_verdict(reply)
+        return None if correct is None else float(correct)
 
     def _remember(self, key: str, item: JudgeItem, score: float, reply: str) -> None:
         self.cache.put(
@@ -248,12 +258,12 @@ class OpenAIJudge:
             reply=reply,
         )
 
-    async def _request(self, client: openai.AsyncOpenAI, prompt: str, use_json: bool) -> str:
+    async def _request(self, client: openai.AsyncOpenAI, messages: list[dict[str, Any]], use_json: bool) -> str:
         extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if use_json else {}
         self.usage.requests += 1
         completion = await client.chat.completions.create(
             model=self.model,
-            messages=[{"role": "user", "content": prompt}],
+            messages=messages,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             **extra,

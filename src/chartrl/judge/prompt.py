@@ -14,7 +14,7 @@ from functools import cache
 from chartrl import prompts
 from chartrl.judge.base import JudgeItem
 
-DATA_TAGS = ("question", "reference_answer", "candidate_answer")
+DATA_TAGS = ("question", "reference_answer", "candidate_answer", "candidate_response")
 _TAG = re.compile(r"<\s*/?\s*(?:" + "|".join(DATA_TAGS) + r")\b[^>]*>", re.IGNORECASE)
 NEUTRALISED_TAG = "[tag removed]"
 

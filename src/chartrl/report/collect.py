@@ -13,6 +13,7 @@ from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report.comparisons import comparisons
+from chartrl.report.rerank import collect_rerank
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -367,6 +368,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "seed_spread": seed_spread(results, config),
         "rl_effect": rl_effect(results, config),
         "comparisons": comparisons(config, results, train),
+        "rerank": collect_rerank(results, config),
         "missing": missing,
     }
 
