@@ -95,6 +95,27 @@ class MlflowSettings(Section):
 
 
 @dataclass(frozen=True)
+class ShortcutFilterConfig(Section):
+    """``datasets.<name>.shortcut_filter`` (every key documented in the schema, ``$defs/shortcut_filter``)."""
+
+    k: int
+    """Answers sampled per question and control."""
+    threshold: float
+    """The least share of right answers without a usable chart that marks a shortcut question, in (0, 1]."""
+    controls: tuple[str, ...]
+    """``blank`` and/or ``shuffled``."""
+    mode: str
+    """``remove`` or ``downweight``."""
+    weight: float
+    """A shortcut question's sampling weight under ``downweight``."""
+    max_questions: int | None
+    """Examine at most this many train questions (a seeded sample); None: all."""
+    seed: int
+    examples: int
+    """Shortcut questions the card shows."""
+
+
+@dataclass(frozen=True)
 class DatasetConfig(Section):
     name: str
     """The key under ``datasets:``; also the folder under results/data/."""
@@ -108,6 +129,9 @@ class DatasetConfig(Section):
     """Decompression-bomb guard."""
     options: Mapping[str, Any]
     """Everything else of the dataset's section, as validated by the schema for its source."""
+    shortcut_filter: ShortcutFilterConfig | None = None
+    """The shortcut filter of the train split, when the section sets one (not a reader option: it never reruns
+    the data stage)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved section as it ran (what the data rule passes on and MLflow logs)."""
@@ -236,6 +260,8 @@ class TrainSeries(Section):
     dataset: str
     """Resolved: the series' own ``dataset`` or ``train.dataset``."""
     kind: str = "train"
+    shortcut_filter: bool = False
+    """Trains on the dataset's shortcut-filtered train split (``results/filter/{dataset}/train.parquet``)."""
 
 
 @dataclass(frozen=True)
@@ -529,7 +555,7 @@ ray_config = RayConfig.from_dict
 # The whole config
 # --------------------------------------------------------------------------------------------------------------
 
-_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels"}
+_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels", "shortcut_filter"}
 
 
 def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, Any]) -> DatasetConfig:
@@ -545,6 +571,7 @@ def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, A
             "max_reject_fraction": float(section.get("max_reject_fraction", shared["max_reject_fraction"])),
             "max_image_pixels": int(section.get("max_image_pixels", shared["max_image_pixels"])),
             "options": {k: v for k, v in section.items() if k not in _DATASET_COMMON_KEYS},
+            "shortcut_filter": section.get("shortcut_filter"),
         }
     )
 
@@ -561,6 +588,7 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
                 "reward": section["reward"],
                 "algorithm": section["algorithm"],
                 "dataset": section.get("dataset", resolved["train"]["dataset"]),
+                "shortcut_filter": section.get("shortcut_filter", False),
             }
         )
     return EvalSeries.from_dict(
