@@ -16,6 +16,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+import types
 from types import MappingProxyType
 from typing import Any
 
@@ -50,6 +51,9 @@ def _field_types(cls: type) -> dict[str, Any]:
 def _shaped(hint: Any, value: Any) -> Any:
     if value is None:
         return None
+    optional = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(optional) == 1:
+        hint = optional[0]  # an optional section (``X | None``) is shaped as X
     if isinstance(hint, type) and issubclass(hint, Section):
         return hint.from_dict(value)
     origin = typing.get_origin(hint)
