@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
+from chartrl.report.shortcut import collect_shortcut
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -365,6 +366,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         },
         "seed_spread": seed_spread(results, config),
         "rl_effect": rl_effect(results, config),
+        "shortcut_filter": collect_shortcut(config, results),
         "missing": missing,
     }
 
