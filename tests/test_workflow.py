@@ -27,6 +27,9 @@ EVAL_JOBS = (
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("report", "")}
 )
+# the shortcut filter of synthchart's train split (config.yaml sets it; the smoke overlay keeps it): it reads the
+# train split and the starting policy, and the report reads its card
+FILTER_JOBS = {("shortcut_answers", "dataset=synthchart"), ("shortcut_filter", "dataset=synthchart")}
 
 
 @pytest.mark.parametrize(
@@ -135,7 +138,7 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
-    evaluation |= {"e9/diagonal", "e14/diagonal", "report"}
+    evaluation |= {"e9/diagonal", "e14/diagonal", "report", "synthchart/shortcut_filter"}
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
@@ -190,6 +193,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # growing the train split reruns only the train split (and the card): test and val do not depend on it
     grow = tmp_path / "grow.yaml"
@@ -205,6 +209,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # a warm-start setting reruns the warm start and what follows; a tiny-model size also rebuilds the model
     steps = tmp_path / "steps.yaml"
@@ -217,6 +222,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     size = tmp_path / "size.yaml"
     size.write_text("model:\n  tiny:\n    hidden_size: 64\n")
@@ -229,6 +235,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # one series' reward parameter retrains that series only
     reward = tmp_path / "reward.yaml"
