@@ -4,9 +4,10 @@ parsed with their defaults, and bad settings refused before anything runs, namin
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, raw_default_config
 
 from chartrl.config import ConfigError, ShortcutFilterConfig, load_config, parse_config
+
+from conftest import REPO, raw_default_config
 
 
 def test_the_embedded_default_filters_synthchart_with_defaults_filled():
@@ -21,6 +22,15 @@ def test_the_embedded_default_filters_synthchart_with_defaults_filled():
     # the filter is not a reader option: changing it never reruns the data stage
     assert "shortcut_filter" not in config.datasets["synthchart"].options
     assert "shortcut_filter" not in config.datasets["synthchart"].to_dict()
+
+
+def test_an_overlay_switches_the_filter_off():
+    raw = raw_default_config()
+    raw["datasets"]["synthchart"]["shortcut_filter"]["enabled"] = False
+    assert parse_config(raw).datasets["synthchart"].shortcut_filter is None
+    raw["series"]["e1"]["shortcut_filter"] = True  # a series cannot read a split that is not built
+    with pytest.raises(ConfigError, match="series.e1.shortcut_filter"):
+        parse_config(raw)
 
 
 def test_a_series_opts_in():
@@ -50,8 +60,15 @@ BAD = [
     ("misspelled key", _filter(treshold=0.5), ["shortcut_filter", "treshold", "allowed keys"]),
     (
         "series opts in on a dataset without a filter",
-        lambda raw: (raw["datasets"]["synthchart"].pop("shortcut_filter"), raw["series"]["e1"].update(shortcut_filter=True)),
-        ["series.e1.shortcut_filter", "dataset 'synthchart' sets no shortcut filter", "datasets.synthchart.shortcut_filter"],
+        lambda raw: (
+            raw["datasets"]["synthchart"].pop("shortcut_filter"),
+            raw["series"]["e1"].update(shortcut_filter=True),
+        ),
+        [
+            "series.e1.shortcut_filter",
+            "dataset 'synthchart' sets no shortcut filter",
+            "datasets.synthchart.shortcut_filter",
+        ],
     ),
     (
         "an eval series cannot opt in",
@@ -82,7 +99,9 @@ def test_verl_refuses_a_downweighted_split_it_cannot_weight(tmp_path):
     assert "datasets.chartqa.shortcut_filter.mode" in message and "'downweight'" in message
     assert "verl" in message and "mode: remove" in message
     # remove is fine on verl, and a down-weighted split no series trains on is only a card
-    overlay.write_text("datasets:\n  chartqa:\n    shortcut_filter: {mode: remove}\nseries:\n  e1: {shortcut_filter: true}\n")
+    overlay.write_text(
+        "datasets:\n  chartqa:\n    shortcut_filter: {mode: remove}\nseries:\n  e1: {shortcut_filter: true}\n"
+    )
     assert load_config([REPO / "config/gpu.yaml", overlay], root=REPO).series["e1"].shortcut_filter
     overlay.write_text("datasets:\n  chartqa:\n    shortcut_filter: {mode: downweight}\n")
     assert load_config([REPO / "config/gpu.yaml", overlay], root=REPO).datasets["chartqa"].shortcut_filter

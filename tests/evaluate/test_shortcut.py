@@ -191,9 +191,7 @@ def test_weighted_prompt_draws():
     # no weights: exactly the uniform draw the trainer always made
     assert draw_prompts(rows, 5, random.Random("s")) == random.Random("s").sample(rows, 5)
     light = [r.id for r in rows[:10]]
-    weighted = [
-        Row(**{**r.__dict__, "extra": {**r.extra, SAMPLE_WEIGHT: 0.05}}) if r.id in light else r for r in rows
-    ]
+    weighted = [Row(**{**r.__dict__, "extra": {**r.extra, SAMPLE_WEIGHT: 0.05}}) if r.id in light else r for r in rows]
     drawn = [draw_prompts(weighted, 5, random.Random(i)) for i in range(200)]
     assert all(len({r.id for r in d}) == 5 for d in drawn)  # without replacement
     share = sum(r.id in light for d in drawn for r in d) / (200 * 5)
@@ -209,6 +207,7 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     from chartrl.config import to_plain
     from chartrl.data.contract import read_split, write_split
     from chartrl.data.stage import collect_split
+
     from conftest import dataset_from
 
     dataset = dataset_from(
@@ -236,7 +235,8 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     assert not any(a["tool_called"] for a in answers)  # the no-tool prompt: one pass
     assert main(["shortcut", "filter", "--spec", spec, "--data", str(tmp_path / "train.parquet"),
                  "--answers", str(out / "answers.parquet"), "--out", str(out / "train.parquet"),
-                 "--card", str(out / "card.json"), "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]) == 0  # fmt: skip
+                 "--card", str(out / "card.json"),
+                 "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db"]) == 0  # fmt: skip
     card = json.loads((out / "card.json").read_text())
     kept = read_split(out / "train.parquet")
     assert card["rows"] == len(rows) == 8 and card["examined"] == 6 and card["not_examined"] == 2

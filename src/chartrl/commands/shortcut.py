@@ -30,7 +30,7 @@ def read_spec(text: str, sections: tuple[str, ...] = ANSWER_SECTIONS) -> tuple[d
     holds = "the dataset's shortcut_filter settings with the dataset's name as id, as the filter rules write them"
     spec = read_job_spec(text, sections, entries=("filter",), with_ids=("filter",), holds=holds)
     name = spec["filter"]["id"]
-    settings = {k: v for k, v in spec["filter"].items() if k not in ("id", "backend")}
+    settings = {k: v for k, v in spec["filter"].items() if k not in ("id", "enabled")}
     checked = validate_fragment(settings, "shortcut_filter", f"datasets.{name}.shortcut_filter")
     return spec, ShortcutFilterConfig.from_dict(checked)
 

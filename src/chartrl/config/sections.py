@@ -12,11 +12,11 @@ into the dict, so the config that is logged is the config that ran.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-import types
 from types import MappingProxyType
 from typing import Any
 
@@ -575,9 +575,16 @@ def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, A
             "max_reject_fraction": float(section.get("max_reject_fraction", shared["max_reject_fraction"])),
             "max_image_pixels": int(section.get("max_image_pixels", shared["max_image_pixels"])),
             "options": {k: v for k, v in section.items() if k not in _DATASET_COMMON_KEYS},
-            "shortcut_filter": section.get("shortcut_filter"),
+            "shortcut_filter": _enabled(section.get("shortcut_filter")),
         }
     )
+
+
+def _enabled(section: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An optional stage's section without its ``enabled`` switch, or None when it is absent or switched off."""
+    if section is None or not section.get("enabled", True):
+        return None
+    return {k: v for k, v in section.items() if k != "enabled"}
 
 
 def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, Any]) -> TrainSeries | EvalSeries:

@@ -179,9 +179,7 @@ def filtered_split(rows: Sequence[Row], decisions: Sequence[Decision], settings:
     ]
 
 
-def _group(
-    decisions: Sequence[Decision], key, settings: ShortcutFilterConfig, interval
-) -> dict[str, dict[str, Any]]:
+def _group(decisions: Sequence[Decision], key, settings: ShortcutFilterConfig, interval) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[Decision]] = {}
     for decision in decisions:
         groups.setdefault(key(decision.row), []).append(decision)
@@ -246,7 +244,9 @@ def shortcut_card(
         "downweighted": len(shortcut) if settings.mode == "downweight" else 0,
         "rows_after": kept,
         "overall": _summary(decisions, settings, interval),
-        "by_question_type": _group(decisions, lambda r: str(r.extra.get("question_type", "unknown")), settings, interval),
+        "by_question_type": _group(
+            decisions, lambda r: str(r.extra.get("question_type", "unknown")), settings, interval
+        ),
         "by_chart_type": _group(decisions, lambda r: r.chart_type, settings, interval),
         "examples": examples,
     }

@@ -16,9 +16,7 @@ def filtered_datasets(config: Config) -> list[str]:
     """Datasets that get the filter stage (as rules/helpers/filter.smk): a train series trains on the dataset and
     its section sets ``shortcut_filter``."""
     trained = dict.fromkeys(s.dataset for s in config.train_series)
-    return [
-        name for name in trained if name in config.datasets and config.datasets[name].shortcut_filter is not None
-    ]
+    return [name for name in trained if name in config.datasets and config.datasets[name].shortcut_filter is not None]
 
 
 def collect_shortcut(config: Config, results: Path) -> dict[str, Any]:

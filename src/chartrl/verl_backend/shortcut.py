@@ -163,7 +163,9 @@ def run_shortcut_answers_job(job: ShortcutAnswersJob, entry: Sequence[str] | Non
         controls, job.files.data_file, with_tools=False, prompts=job.prompts, tools=job.tools, model=job.model
     )
     shutil.rmtree(job.files.dump_dir, ignore_errors=True)  # a dump of an earlier attempt must not be read as ours
-    log.info("%s: %d questions x %d controls written in verl's format", job.dataset, len(rows), len(job.settings.controls))
+    log.info(
+        "%s: %d questions x %d controls written in verl's format", job.dataset, len(rows), len(job.settings.controls)
+    )
     command = [*entry, *job.overrides, *hydra_overrides(job.files.folder / "hydra")]
     code = run_verl(command, dict(os.environ))
     if code != 0:
