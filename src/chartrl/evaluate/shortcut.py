@@ -154,7 +154,9 @@ def decide(
     if incomplete:
         raise ValueError(
             f"the answers do not hold k = {settings.k} answers per question and control for {len(incomplete)} "
-            f"question(s), e.g. {', '.join(incomplete[:5])}; rerun the shortcut_answers job"
+            f"question(s), e.g. {', '.join(incomplete[:5])}; on verl, prompts longer than verl.max_prompt_length "
+            "are dropped (data.filter_overlong_prompts): raise it or lower model.max_pixels; else rerun the "
+            "shortcut_answers job"
         )
     decisions = []
     for row in rows:
