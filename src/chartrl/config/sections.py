@@ -118,6 +118,11 @@ class ShortcutFilterConfig(Section):
     examples: int
     """Shortcut questions the card shows."""
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShortcutFilterConfig:
+        """The settings of a section that is on (``enabled``, the stage's switch, is read by the dataset)."""
+        return _build(cls, {k: v for k, v in data.items() if k != "enabled"})
+
 
 @dataclass(frozen=True)
 class DatasetConfig(Section):
