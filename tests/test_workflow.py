@@ -361,3 +361,14 @@ def test_smoke_report_has_every_panel_filled_or_explained(smoke_run):
     panels = {p["id"]: p for p in metrics["panels"]}
     # the local backend runs every control: only the seed spread (one seed in the smoke config) is absent
     assert [pid for pid, p in panels.items() if not p["filled"]] == ["seed_spread"]
+    # the shortcut filter's card: every train question of the smoke split examined, each rate with its interval
+    card = metrics["shortcut_filter"]["synthchart"]
+    assert panels["shortcut_filter/synthchart"]["filled"] and card["examined"] == card["rows"] == 48
+    assert set(card["by_question_type"]) == {"value", "count", "compare"}
+    for summary in card["by_question_type"].values():
+        rate = summary["shortcut_rate"]
+        assert rate["low"] <= rate["mean"] <= rate["high"] and set(summary["accuracy_without_chart"]) == {
+            "blank",
+            "shuffled",
+        }
+    assert 'data-shortcut="synthchart/by_question_type"' in (smoke_run / "results/report/index.html").read_text()
