@@ -149,6 +149,8 @@ def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
     assert not panels["seed_spread"]["filled"] and "one seed" in panels["seed_spread"]["reason"]
     for panel in ("warmstart", "scored", "diagonal", "rollouts", "matched_steps"):
         assert panels[panel]["filled"], panel
+    # the shortcut filter's answers were a verl generation job (the stand-in's canned answers); the card is filled
+    assert panels["shortcut_filter/chartqa"]["filled"] and metrics["shortcut_filter"]["chartqa"]["backend"] == "verl"
 
 
 def test_verl_dag_logs_the_local_trainers_names_beside_verls(rehearsal_verl):
