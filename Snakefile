@@ -18,6 +18,7 @@ include: "rules/common.smk"  # the typed config and what every stage shares
 include: "rules/launch.smk"  # how model jobs run: inline or as Ray jobs, and the run's own Ray head
 include: "rules/data.smk"  # datasets -> parquet splits and a card per dataset
 include: "rules/model.smk"  # the tiny model and its warm start (unless model.path names a model)
+include: "rules/filter.smk"  # the shortcut filter of a train split (datasets.<name>.shortcut_filter)
 include: "rules/train.smk"  # one RL run per train series, and per extra seed
 include: "rules/evaluate.smk"  # test generations, scores, the diagonal check, test accuracy
 include: "rules/report.smk"  # the report and metrics.json
@@ -28,6 +29,7 @@ rule all:
     input:
         data_targets(),
         model_targets(),
+        filter_targets(),
         train_targets(),
         eval_targets(),
         "results/report/index.html",

@@ -161,6 +161,8 @@ def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
     matrix = metrics["comparisons"]["scorer_matrix"]
     assert matrix["missing"] == [] and all(len(row["cells"]) == 3 for row in matrix["rows"].values())
     assert set(metrics["comparisons"]["test_format"]["series"]) == {"e1", "e2", "e6", "e10"}
+    # the shortcut filter's answers were a verl generation job (the stand-in's canned answers); the card is filled
+    assert panels["shortcut_filter/chartqa"]["filled"] and metrics["shortcut_filter"]["chartqa"]["backend"] == "verl"
 
 
 def test_verl_dag_logs_the_local_trainers_names_beside_verls(rehearsal_verl):

@@ -76,7 +76,7 @@ def test_every_job_passes_the_plugin_validation(slurm_jobs):
             submit_command(resources)  # raises the plugin's WorkflowError on a refused resource
 
 
-@pytest.mark.parametrize("rule", ["train", "generate"])
+@pytest.mark.parametrize("rule", ["train", "generate", "shortcut_answers"])
 def test_verl_jobs_ask_slurm_for_eight_gpus_on_one_node(slurm_jobs, rule):
     for resources in slurm_jobs[rule]:
         words = submit_command(resources).split()

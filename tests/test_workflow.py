@@ -31,6 +31,9 @@ EVAL_JOBS = (
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("report", "")}
 )
+# the shortcut filter of synthchart's train split (config.yaml sets it; the smoke overlay keeps it): it reads the
+# train split and the starting policy, and the report reads its card
+FILTER_JOBS = {("shortcut_answers", "dataset=synthchart"), ("shortcut_filter", "dataset=synthchart")}
 
 
 @pytest.mark.parametrize(
@@ -141,6 +144,7 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
     evaluation |= {"e9/diagonal", "e14/diagonal", "report", "e4/rerank", "e4/rerank/rule"}
     evaluation |= {f"{s}/matrix/{c}" for s, c in MATRIX}
+    evaluation |= {"synthchart/shortcut_filter"}
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
@@ -195,6 +199,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # growing the train split reruns only the train split (and the card): test and val do not depend on it
     grow = tmp_path / "grow.yaml"
@@ -210,6 +215,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # a warm-start setting reruns the warm start and what follows; a tiny-model size also rebuilds the model
     steps = tmp_path / "steps.yaml"
@@ -222,6 +228,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     size = tmp_path / "size.yaml"
     size.write_text("model:\n  tiny:\n    hidden_size: 64\n")
@@ -234,6 +241,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         }
         | TRAIN_JOBS
         | EVAL_JOBS  # everything downstream: evaluation and the report
+        | FILTER_JOBS
     )
     # one series' reward parameter retrains that series only
     reward = tmp_path / "reward.yaml"
@@ -371,3 +379,14 @@ def test_smoke_report_has_every_panel_filled_or_explained(smoke_run):
         assert values["low"] <= values["accuracy"] <= values["high"] and values["costs"]["samples"] > 0
     assert rerank["methods"]["oracle"]["accuracy"] >= rerank["methods"]["scs"]["accuracy"]
     assert "external scorer" in panels["rerank"]["note"]  # not in the smoke config's methods: said so
+    # the shortcut filter's card: every train question of the smoke split examined, each rate with its interval
+    card = metrics["shortcut_filter"]["synthchart"]
+    assert panels["shortcut_filter/synthchart"]["filled"] and card["examined"] == card["rows"] == 48
+    assert set(card["by_question_type"]) == {"value", "count", "compare"}
+    for summary in card["by_question_type"].values():
+        rate = summary["shortcut_rate"]
+        assert rate["low"] <= rate["mean"] <= rate["high"] and set(summary["accuracy_without_chart"]) == {
+            "blank",
+            "shuffled",
+        }
+    assert 'data-shortcut="synthchart/by_question_type"' in (smoke_run / "results/report/index.html").read_text()

@@ -7,6 +7,9 @@ TRAIN_SERIES = [s.id for s in CFG.train_series]
 
 
 def series_split(series, split):
+    """The split a train series reads: its dataset's, or the shortcut-filtered train split when it opts in."""
+    if split == "train":
+        return train_split_of(series)
     return f"results/data/{CFG.series[series].dataset}/{split}.parquet"
 
 

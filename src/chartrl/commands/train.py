@@ -43,6 +43,7 @@ def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:
         reward=reward,
         algorithm=section["algorithm"],
         dataset=section.get("dataset", dataset),
+        shortcut_filter=bool(section.get("shortcut_filter", False)),
     )
 
 

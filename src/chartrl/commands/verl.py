@@ -5,6 +5,8 @@
 - ``chartrl verl train --spec JSON --train P --val P --out DIR -- OVERRIDES...``: what the train rule runs.
 - ``chartrl verl generate --spec JSON --run run.json --data P --out P --gallery P -- OVERRIDES...``: what the
   generate rule runs for an eval series (merge, convert, ``trainer.val_only``, convert the dump back).
+- ``chartrl verl shortcut-answers --spec JSON --data P --out P -- OVERRIDES...``: what the shortcut_answers rule
+  runs (the shortcut filter's answers without a usable chart, ``chartrl.verl_backend.shortcut``).
 - ``chartrl verl merge --run run.json --checkpoint last|best_val|N --out DIR``: a checkpoint to Hugging Face.
 - ``chartrl verl generations --dump DIR --data P --tokenizer DIR --out P``: verl's dump -> generations contract.
 """
@@ -101,6 +103,29 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shortcut_answers(args: argparse.Namespace) -> int:
+    from chartrl.commands.shortcut import read_spec
+    from chartrl.config import PromptConfig, model_config, tools_config
+    from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
+
+    spec, settings = read_spec(args.spec, ("prompts", "tools", "model", "rollout", "verl"))
+    overrides = [o for o in args.overrides if o != "--"]
+    if not overrides:
+        raise UsageError("give the verl overrides after `--` (the shortcut_answers rule writes them)")
+    job = ShortcutAnswersJob(
+        dataset=spec["filter"]["id"],
+        settings=settings,
+        prompts=PromptConfig(**spec["prompts"]),
+        tools=tools_config(spec["tools"]),
+        model=model_config(spec["model"]),
+        overrides=overrides,
+        data=Path(args.data),
+        out=Path(args.out),
+    )
+    run_shortcut_answers_job(job)
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
 
@@ -164,6 +189,15 @@ def register(stages: argparse._SubParsersAction) -> None:
     generate.add_argument("--experiment", default="chartrl")
     generate.add_argument("overrides", nargs=argparse.REMAINDER, help="-- then the Hydra overrides")
     generate.set_defaults(func=cmd_generate)
+
+    shortcut = commands.add_parser(
+        "shortcut-answers", help="the starting policy's answers without a usable chart on verl (shortcut filter)"
+    )
+    shortcut.add_argument("--spec", required=True, help="JSON: filter (dataset id and settings) and the sections")
+    shortcut.add_argument("--data", required=True, help="the train split (our contract)")
+    shortcut.add_argument("--out", required=True, help="results/filter/{dataset}/answers.parquet")
+    shortcut.add_argument("overrides", nargs=argparse.REMAINDER, help="-- then the Hydra overrides")
+    shortcut.set_defaults(func=cmd_shortcut_answers)
 
     merge = commands.add_parser("merge", help="merge a verl checkpoint into a Hugging Face folder")
     merge.add_argument("--run", required=True, help="results/runs/{series}/run.json of a verl run")

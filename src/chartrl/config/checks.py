@@ -196,3 +196,30 @@ def rerank_problems(config: Config) -> list[str]:
                 f"templates: {', '.join(templates)} (src/chartrl/prompts/<name>.jinja)"
             )
     return problems
+
+
+@config_check("shortcut filter")
+def shortcut_filter_problems(config: Config) -> list[str]:
+    """A train series that trains on the shortcut-filtered split needs its dataset to set the filter, and the verl
+    backend has no per-row sampling weight, so it takes only ``mode: remove``."""
+    problems = []
+    for series in config.train_series:
+        if not series.shortcut_filter:
+            continue
+        dataset = config.datasets.get(series.dataset)
+        if dataset is None:
+            continue  # the series and datasets check names it
+        settings = dataset.shortcut_filter
+        if settings is None:
+            problems.append(
+                f"config key 'series.{series.id}.shortcut_filter': dataset '{series.dataset}' sets no shortcut "
+                f"filter; add datasets.{series.dataset}.shortcut_filter (e.g. {{k: 4, threshold: 0.75}}) or set "
+                f"series.{series.id}.shortcut_filter: false"
+            )
+        elif config.backend == "verl" and settings.mode == "downweight":
+            problems.append(
+                f"config key 'datasets.{series.dataset}.shortcut_filter.mode': value 'downweight' is not supported "
+                f"on the verl backend (series {series.id} trains on it): verl 0.9.1 samples train prompts uniformly "
+                "and reads no per-row weight; use mode: remove there, or backend: local"
+            )
+    return problems

@@ -51,8 +51,9 @@ def _field_types(cls: type) -> dict[str, Any]:
 def _shaped(hint: Any, value: Any) -> Any:
     if value is None:
         return None
-    if isinstance(hint, types.UnionType):  # ``X | None``: shaped as X
-        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    optional = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(optional) == 1:
+        hint = optional[0]  # an optional section (``X | None``) is shaped as X
     if isinstance(hint, type) and issubclass(hint, Section):
         return hint.from_dict(value)
     origin = typing.get_origin(hint)
@@ -98,6 +99,32 @@ class MlflowSettings(Section):
 
 
 @dataclass(frozen=True)
+class ShortcutFilterConfig(Section):
+    """``datasets.<name>.shortcut_filter`` (every key documented in the schema, ``$defs/shortcut_filter``)."""
+
+    k: int
+    """Answers sampled per question and control."""
+    threshold: float
+    """The least share of right answers without a usable chart that marks a shortcut question, in (0, 1]."""
+    controls: tuple[str, ...]
+    """``blank`` and/or ``shuffled``."""
+    mode: str
+    """``remove`` or ``downweight``."""
+    weight: float
+    """A shortcut question's sampling weight under ``downweight``."""
+    max_questions: int | None
+    """Examine at most this many train questions (a seeded sample); None: all."""
+    seed: int
+    examples: int
+    """Shortcut questions the card shows."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShortcutFilterConfig:
+        """The settings of a section that is on (``enabled``, the stage's switch, is read by the dataset)."""
+        return _build(cls, {k: v for k, v in data.items() if k != "enabled"})
+
+
+@dataclass(frozen=True)
 class DatasetConfig(Section):
     name: str
     """The key under ``datasets:``; also the folder under results/data/."""
@@ -111,6 +138,9 @@ class DatasetConfig(Section):
     """Decompression-bomb guard."""
     options: Mapping[str, Any]
     """Everything else of the dataset's section, as validated by the schema for its source."""
+    shortcut_filter: ShortcutFilterConfig | None = None
+    """The shortcut filter of the train split, when the section sets one (not a reader option: it never reruns
+    the data stage)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved section as it ran (what the data rule passes on and MLflow logs)."""
@@ -239,6 +269,8 @@ class TrainSeries(Section):
     dataset: str
     """Resolved: the series' own ``dataset`` or ``train.dataset``."""
     kind: str = "train"
+    shortcut_filter: bool = False
+    """Trains on the dataset's shortcut-filtered train split (``results/filter/{dataset}/train.parquet``)."""
 
 
 @dataclass(frozen=True)
@@ -578,7 +610,7 @@ ray_config = RayConfig.from_dict
 # The whole config
 # --------------------------------------------------------------------------------------------------------------
 
-_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels"}
+_DATASET_COMMON_KEYS = {"source", "max_reject_fraction", "max_image_pixels", "shortcut_filter"}
 
 
 def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, Any]) -> DatasetConfig:
@@ -594,8 +626,16 @@ def dataset_config(name: str, section: Mapping[str, Any], shared: Mapping[str, A
             "max_reject_fraction": float(section.get("max_reject_fraction", shared["max_reject_fraction"])),
             "max_image_pixels": int(section.get("max_image_pixels", shared["max_image_pixels"])),
             "options": {k: v for k, v in section.items() if k not in _DATASET_COMMON_KEYS},
+            "shortcut_filter": _enabled(section.get("shortcut_filter")),
         }
     )
+
+
+def _enabled(section: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An optional stage's section without its ``enabled`` switch, or None when it is absent or switched off."""
+    if section is None or not section.get("enabled", True):
+        return None
+    return {k: v for k, v in section.items() if k != "enabled"}
 
 
 def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, Any]) -> TrainSeries | EvalSeries:
@@ -610,6 +650,7 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
                 "reward": section["reward"],
                 "algorithm": section["algorithm"],
                 "dataset": section.get("dataset", resolved["train"]["dataset"]),
+                "shortcut_filter": section.get("shortcut_filter", False),
             }
         )
     return EvalSeries.from_dict(

@@ -14,6 +14,7 @@ from typing import Any
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report.comparisons import comparisons
 from chartrl.report.rerank import collect_rerank
+from chartrl.report.shortcut import collect_shortcut
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -369,6 +370,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "rl_effect": rl_effect(results, config),
         "comparisons": comparisons(config, results, train),
         "rerank": collect_rerank(results, config),
+        "shortcut_filter": collect_shortcut(config, results),
         "missing": missing,
     }
 

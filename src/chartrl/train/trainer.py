@@ -247,7 +247,7 @@ class Trainer:
         started = time.perf_counter()
         with timer("gen", metrics):
             rng = random.Random(f"train-prompts:{job.train.seed}:{step}")
-            prompts = rng.sample(self.train_rows, job.train.prompts_per_step)
+            prompts = draw_prompts(self.train_rows, job.train.prompts_per_step, rng)
             torch.manual_seed(hash_seed(job.train.seed, step))
             self.model.eval()
             stats: list[dict[str, float]] = []
@@ -492,6 +492,19 @@ def _accuracy(episodes: Sequence[Any]) -> float:
 
     scores = [answer_accuracy(e.final_response, e.row.answer) for e in episodes]
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def draw_prompts(rows: Sequence[Row], count: int, rng: random.Random) -> list[Row]:
+    """``count`` distinct questions of ``rows``: uniformly (``rng.sample``) unless a row carries a sampling weight
+    (``extra.sample_weight``, what the shortcut filter's ``downweight`` mode writes); then each is drawn in
+    proportion to its weight (others weigh 1), without replacement, by Efraimidis and Spirakis' keys
+    (``u ** (1 / w)``, the ``count`` largest): "Weighted random sampling with a reservoir", IPL 97(5), 2006."""
+    weights = [float(row.extra.get("sample_weight", 1.0)) for row in rows]
+    if all(w == 1.0 for w in weights):
+        return rng.sample(list(rows), count)
+    keys = [rng.random() ** (1.0 / w) for w in weights]
+    order = sorted(range(len(rows)), key=keys.__getitem__, reverse=True)[:count]
+    return [rows[i] for i in order]
 
 
 def hash_seed(seed: int, step: int) -> int:
