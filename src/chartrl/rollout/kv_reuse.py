@@ -36,6 +36,8 @@ class RowCache:
     values: list[Any]
     positions: Any
     """(3, len(ids)) M-RoPE positions (temporal, height, width) the keys were rotated with."""
+    images: list[Any]
+    """The images whose pad runs ``ids`` holds, in order (image pad ids alone do not tell two images apart)."""
 
 
 def vl_model(policy):
@@ -70,19 +72,26 @@ def _image_runs(ids: Sequence[int], image_pad: int) -> list[tuple[int, int]]:
     return runs
 
 
-def reusable_prefix(cache: RowCache | None, ids: Sequence[int], image_pad: int) -> int:
-    """How many leading tokens of ``ids`` can be taken from ``cache``."""
+def reusable_prefix(cache: RowCache | None, sequence: TokenSequence, image_pad: int) -> int:
+    """How many leading tokens of ``sequence`` can be taken from ``cache``: their common prefix, cut back to the
+    start of an image that it would split or that is not the same image object, leaving one token to feed."""
     if cache is None:
         return 0
+    ids = sequence.ids
     common = 0
     for a, b in zip(cache.ids, ids, strict=False):
         if a != b:
             break
         common += 1
     common = min(common, len(ids) - 1)  # the last token is fed: its logits start the pass
-    for start, end in _image_runs(ids, image_pad):
-        if start < common < end:
-            common = start
+    cached_runs = _image_runs(cache.ids, image_pad)
+    for k, (start, end) in enumerate(_image_runs(ids, image_pad)):
+        if start >= common:
+            break
+        whole = end <= common and k < len(cached_runs) and cached_runs[k] == (start, end)
+        same = k < len(cache.images) and k < len(sequence.images) and cache.images[k] is sequence.images[k]
+        if not (whole and same):
+            return start
     return max(common, 0)
 
 
@@ -116,7 +125,7 @@ def continue_batch(
 
     pad = policy.ids.pad
     batch = len(sequences)
-    prefix = [reusable_prefix(c, s.ids, policy.ids.image_pad) for c, s in zip(caches, sequences, strict=True)]
+    prefix = [reusable_prefix(c, s, policy.ids.image_pad) for c, s in zip(caches, sequences, strict=True)]
     suffixes, suffix_images = [], []
     for seq, p in zip(sequences, prefix, strict=True):
         before = sum(1 for _, end in _image_runs(seq.ids, policy.ids.image_pad) if end <= p)
@@ -219,6 +228,7 @@ def continue_batch(
                 keys=[layer.keys[row][:, keep] for layer in model_cache.layers],
                 values=[layer.values[row][:, keep] for layer in model_cache.layers],
                 positions=torch.cat([*parts, pos, gen_positions], dim=1),
+                images=list(seq.images),
             )
     return completions, logits, prefix, row_caches
 
@@ -231,8 +241,10 @@ def fed_tokens(completion: list[int], stop_ids: Sequence[int], steps: int) -> in
     return min(length, steps - 1)
 
 
-def caches_after_generate(policy, batch: dict[str, Any], completions, past_key_values, stop_ids) -> list[RowCache]:
-    """Per-row caches from a left-padded ``generate`` call (``batch`` as ``collate`` built it)."""
+def caches_after_generate(
+    policy, sequences: Sequence[TokenSequence], batch: dict[str, Any], completions, past_key_values, stop_ids
+) -> list[RowCache]:
+    """Per-row caches from a left-padded ``generate`` call on ``sequences`` (``batch`` as ``collate`` built it)."""
     import torch
 
     mask = batch["attention_mask"]
@@ -257,6 +269,7 @@ def caches_after_generate(policy, batch: dict[str, Any], completions, past_key_v
                 keys=[layer.keys[row][:, keep] for layer in past_key_values.layers],
                 values=[layer.values[row][:, keep] for layer in past_key_values.layers],
                 positions=torch.cat([prompt_positions, gen_positions], dim=1),
+                images=list(sequences[row].images),
             )
         )
     return out

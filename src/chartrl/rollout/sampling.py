@@ -97,7 +97,7 @@ def _sample_batch(
     completions = generated.sequences[:, prompt_length:]  # (B, T_new)
     logits = torch.stack(generated.logits, dim=1).float() / temperature  # (B, T_new, V)
     row_caches = (
-        kv_reuse.caches_after_generate(policy, batch, completions, generated.past_key_values, stop_ids)
+        kv_reuse.caches_after_generate(policy, sequences, batch, completions, generated.past_key_values, stop_ids)
         if keep_cache
         else [None] * len(sequences)
     )
