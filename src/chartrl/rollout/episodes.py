@@ -111,7 +111,7 @@ def run_episodes(
     """Roll out ``n`` episodes per row; returns them grouped by row (row-major). When ``stats`` is a list, one
     dict per generation pass is appended: sequences, prefill tokens (the whole input of each sequence), the tokens
     whose keys/values the previous pass computed for these sequences, how many of those the prefill reused
-    (``params.kv_reuse``) and how many it computed again, sampled tokens, seconds."""
+    (``params.kv_reuse``) and how many it computed again, sampled tokens, seconds (wall and this process's CPU)."""
     episodes = start_episodes(policy, rows, with_tools=with_tools, n=n, prompt_config=prompt_config, tools=tools)
     passes = tools.max_tool_turns + 1 if with_tools else 1
     stop_ids = [policy.ids.eos] + ([policy.ids.tool_call_end] if policy.ids.tool_call_end is not None else [])
@@ -121,7 +121,7 @@ def run_episodes(
         active = [(i, e) for i, e in enumerate(episodes) if not e.done]
         if not active:
             break
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         sequences = [TokenSequence(e.runtime_ids, e.images) for _, e in active]
         sampled_all = sample(
             policy,
@@ -153,6 +153,7 @@ def run_episodes(
                     "recomputed_prefix_tokens": recomputed,
                     "sampled_tokens": sum(len(s.ids) for s in sampled_all),
                     "seconds": time.perf_counter() - started,
+                    "cpu_seconds": time.process_time() - cpu_started,
                 }
             )
     return episodes
