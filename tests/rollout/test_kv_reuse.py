@@ -146,3 +146,14 @@ def test_reusable_prefix_never_splits_or_swaps_an_image_and_leaves_a_token_to_fe
     assert reusable([1, 2, 9, 9, 7], [chart]) == 2  # never half an image
     assert reusable([1, 2, 9, 9, 9, 3, 4], [edited]) == 2  # the same pad ids, another image
     assert kv_reuse.reusable_prefix(None, TokenSequence([1, 2], []), image_pad=9) == 0
+
+
+def test_a_model_with_other_logits_processors_falls_back_to_the_full_reprefill():
+    from transformers import GenerationConfig
+
+    class Model:
+        generation_config = GenerationConfig(temperature=0.1, top_k=1, top_p=0.001, repetition_penalty=1.05)
+
+    assert kv_reuse.plain_generation(Model()) == ["repetition_penalty"]
+    Model.generation_config = GenerationConfig(do_sample=True)
+    assert kv_reuse.plain_generation(Model()) == []

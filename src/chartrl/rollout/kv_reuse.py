@@ -95,6 +95,35 @@ def reusable_prefix(cache: RowCache | None, sequence: TokenSequence, image_pad: 
     return max(common, 0)
 
 
+PLAIN_GENERATION = {
+    "repetition_penalty": (None, 1.0),
+    "encoder_repetition_penalty": (None, 1.0),
+    "no_repeat_ngram_size": (None, 0),
+    "min_length": (None, 0),
+    "min_new_tokens": (None, 0),
+    "min_p": (None,),
+    "typical_p": (None, 1.0),
+    "epsilon_cutoff": (None, 0.0),
+    "eta_cutoff": (None, 0.0),
+    "bad_words_ids": (None,),
+    "suppress_tokens": (None,),
+    "begin_suppress_tokens": (None,),
+    "sequence_bias": (None,),
+    "forced_bos_token_id": (None,),
+    "forced_eos_token_id": (None,),
+    "renormalize_logits": (None, False),
+}
+"""Generation settings under which ``generate`` applies no logits processor beyond temperature / top-p (top-k is
+always passed as 0). A model whose ``generation_config`` sets any other (Qwen2.5-VL-Instruct's ships
+``repetition_penalty: 1.05``) is sampled through ``generate`` with a full re-prefill, so its tokens never change."""
+
+
+def plain_generation(model) -> list[str]:
+    """The settings of ``model.generation_config`` the reuse loop does not apply (empty: it may be used)."""
+    config = getattr(model, "generation_config", None)
+    return [key for key, plain in PLAIN_GENERATION.items() if getattr(config, key, None) not in plain]
+
+
 def _warpers(params):
     from transformers.generation.logits_process import (
         LogitsProcessorList,
@@ -173,7 +202,7 @@ def continue_batch(
     warpers = None if greedy else _warpers(params)
     stops = torch.tensor(list(stop_ids), dtype=torch.long)
     unfinished = torch.ones(batch, dtype=torch.long)
-    next_position = positions[:, :, -1].max(dim=0).values + 1  # (B,)
+    next_position = positions.amax(dim=(0, 2)) + 1  # (B,): text continues from the largest position + 1
     tokens, logits_steps = [], []
     with torch.no_grad():
         out = policy.model(

@@ -3,11 +3,14 @@ log-probabilities (the "old" log-probs of the PPO ratio)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from chartrl.model.batching import TokenSequence, collate
+
+log = logging.getLogger(__name__)
 
 STOPS = ("eos", "tool_call", "length", "vision_token")
 
@@ -72,7 +75,7 @@ def _sample_batch(
     from chartrl.rollout import kv_reuse
 
     temperature = 1.0 if params.greedy else params.temperature
-    if any(cache is not None for cache in caches):
+    if any(cache is not None for cache in caches) and _reuse_allowed(policy):
         completions, logits, reused, row_caches = kv_reuse.continue_batch(
             policy, sequences, caches, params, stop_ids, keep_cache
         )
@@ -102,6 +105,20 @@ def _sample_batch(
         else [None] * len(sequences)
     )
     return _results(policy, completions, logits, stop_ids, [0] * len(sequences), row_caches)
+
+
+def _reuse_allowed(policy) -> bool:
+    from chartrl.rollout import kv_reuse
+
+    extra = kv_reuse.plain_generation(policy.model)
+    if extra and not getattr(policy, "_warned_kv_reuse", False):
+        log.warning(
+            "rollout.kv_reuse: the model's generation_config sets %s, which the reuse loop does not apply; "
+            "passes after a tool turn re-prefill through generate instead (set them to their defaults to reuse)",
+            ", ".join(extra),
+        )
+        policy._warned_kv_reuse = True
+    return not extra
 
 
 def _results(policy, completions, logits, stop_ids, reused, row_caches) -> list[Sampled]:
