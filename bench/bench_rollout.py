@@ -99,12 +99,13 @@ def sections(args) -> list[str]:
     second = [s for s in stats if s["pass"] == 2]
     if second:
         s = second[0]
-        share = s["recomputed_prefix_tokens"] / s["prefill_tokens"] if s["prefill_tokens"] else 0.0
+        share = s["previous_pass_tokens"] / s["prefill_tokens"] if s["prefill_tokens"] else 0.0
         lines += [
             f"Pass 2 ({s['sequences']} sequences): {s['prefill_tokens']} prefill tokens, of which "
-            f"{s['recomputed_prefix_tokens']} ({share:.0%}) were already computed in pass 1 and are recomputed "
-            "(no key/value reuse across passes yet); the rest is the tool turn (observation text and the edited "
-            "image's tokens) and the generation prompt.",
+            f"{s['previous_pass_tokens']} ({share:.0%}) were already computed in pass 1: "
+            f"{s['reused_prefix_tokens']} taken from pass 1's keys/values (rollout.kv_reuse, see the next section), "
+            f"{s['recomputed_prefix_tokens']} computed again; the rest is the tool turn (observation text and the "
+            "edited image's tokens) and the generation prompt.",
             "",
         ]
     else:

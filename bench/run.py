@@ -19,7 +19,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import REPO  # noqa: E402
 
-MODULES = ("bench_data", "bench_tools", "bench_rewards", "bench_rollout", "bench_train", "bench_learning", "bench_verl")
+MODULES = (
+    "bench_data",
+    "bench_tools",
+    "bench_rewards",
+    "bench_rollout",
+    "bench_kv_reuse",
+    "bench_train",
+    "bench_learning",
+    "bench_verl",
+)
 
 
 def main() -> None:

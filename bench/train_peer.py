@@ -3,11 +3,14 @@ GRPOTrainer on the same model, questions, group size, completion length and rewa
 has no two-pass image-tool loop), printing one JSON line with per-step wall times, tokens and peak RSS.
 
     python bench/train_peer.py {chartrl,trl} --model DIR --rows PARQUET --steps K --prompts P --n N --max-new-tokens T
-        [--task {rule,format}] [--lr LR] [--warmup W] [--seed S]
+        [--task {rule,format}] [--lr LR] [--warmup W] [--seed S] [--tools [--no-kv-reuse]]
 
 Tasks: ``rule`` (the v1_rule reward: relaxed accuracy of the answer) and ``format`` (1 for a well-formed
 ``<answer>...</answer>`` response, else 0: the learning test's task, whose optimum is known). Both trainers get the
 same learning rate, linear warm-up, AdamW betas (0.9, 0.98), gradient clipping and group size.
+
+``--tools`` (chartrl only) trains a tool series (two-pass rollouts); ``--no-kv-reuse`` switches off
+``rollout.kv_reuse`` (pass 2 re-prefills the whole conversation): bench_kv_reuse times a step both ways.
 """
 
 from __future__ import annotations
@@ -69,17 +72,22 @@ def run_chartrl(args) -> dict:
         seed=args.seed,
     )
     rollout = dataclasses.replace(
-        config.rollout, n=args.n, max_new_tokens=args.max_new_tokens, batch_size=args.prompts * args.n
+        config.rollout,
+        n=args.n,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.prompts * args.n,
+        kv_reuse=not args.no_kv_reuse,
     )
+    series = {**SERIES, "tools": args.tools}
     rows = read_split(args.rows)
     with tempfile.TemporaryDirectory() as workdir:
         job = TrainJob(
-            series=series_from(SERIES, "x"),
+            series=series_from(series, "x"),
             train=train,
             rollout=rollout,
             prompts=PromptConfig(**to_plain(config.resolved["prompts"])),
             tools=config.tools,
-            spec={"series": SERIES},
+            spec={"series": series},
             run_dir=Path(workdir) / "run",
             mlflow=MlflowSettings(f"sqlite:///{workdir}/m.db", "bench"),
             base_model=args.model,
@@ -92,15 +100,22 @@ def run_chartrl(args) -> dict:
                 return [{"overall": r} for r in format_reward([i.response for i in inputs])]
 
         trainer = Trainer(job, policy, reward, rows, rows[:2])
-        times, tokens, sampled, rewards = [], [], [], []
+        times, cpu_times, tokens, sampled, rewards = [], [], [], [], []
         for step in range(1, args.steps + 1):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             metrics = trainer.train_step(step)
             times.append(time.perf_counter() - started)
+            cpu_times.append(time.process_time() - cpu_started)
             tokens.append(metrics["perf/tokens"])
             sampled.append(metrics["perf/sampled_tokens"])
             rewards.append(metrics["reward/overall"])
-    return {"step_seconds": times, "tokens": tokens, "sampled_tokens": sampled, "reward": rewards}
+    return {
+        "step_seconds": times,
+        "step_cpu_seconds": cpu_times,
+        "tokens": tokens,
+        "sampled_tokens": sampled,
+        "reward": rewards,
+    }
 
 
 def run_trl(args) -> dict:
@@ -220,6 +235,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--warmup", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tools", action="store_true", help="chartrl only: a tool series (two-pass rollouts)")
+    parser.add_argument("--no-kv-reuse", action="store_true", help="chartrl only: rollout.kv_reuse off")
     args = parser.parse_args()
     result = run_chartrl(args) if args.which == "chartrl" else run_trl(args)
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -73,6 +73,7 @@ def test_defaults_come_from_the_schema_and_are_not_written_back():
     assert config.mlflow.tracking_uri == "sqlite:///results/mlflow.db"
     assert config.datasets["synthchart"].options["questions_per_chart"] == 2
     assert config.series["e1"].reward.params["tool_bonus"] == 0
+    assert config.rollout.kv_reuse is True  # pass 2 reuses pass 1's keys/values unless switched off
     with pytest.raises(TypeError):
         config.datasets["synthchart"].options["seed"] = 3  # read-only view
 
@@ -229,6 +230,11 @@ BAD_CONFIGS = [
             rerank={"n": 2, "by": ["scorer"], "scorer": {"base_url": "http://h/v1", "model": "m", "template": "nope"}}
         ),
         ["series.e4.rerank.scorer.template", "'nope'", "rerank_score"],
+    ),
+    (
+        "kv_reuse not a boolean",
+        lambda c: c.update(rollout={"kv_reuse": "yes"}),
+        ["rollout.kv_reuse", '"yes"', "boolean"],
     ),
     (
         "r1v format weight above 1",

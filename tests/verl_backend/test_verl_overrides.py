@@ -255,3 +255,14 @@ def test_the_cli_prints_one_series_overrides(capsys):
     assert code == 0 and "trainer.val_only=True" in lines
     code, _, err = run("e99")
     assert code == 2 and "unknown series 'e99'; series are: e1, e2" in err
+
+
+def test_kv_reuse_is_the_rollout_engines_prefix_caching(composed, gpu_config):
+    """rollout.kv_reuse on verl: vLLM's automatic prefix caching reuses the previous turn's keys/values."""
+    import dataclasses
+
+    assert composed["e10"].actor_rollout_ref.rollout.enable_prefix_caching is True
+    assert composed["e13"].actor_rollout_ref.rollout.enable_prefix_caching is True
+    off = dataclasses.replace(gpu_config, rollout=dataclasses.replace(gpu_config.rollout, kv_reuse=False))
+    composed_off = compose_verl(train_overrides(off, "e10", composed["_workdir"]))
+    assert composed_off.actor_rollout_ref.rollout.enable_prefix_caching is False

@@ -109,6 +109,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         batch_size=rollout.batch_size,
         seed=evaluate.seed,
         temperature=rollout.temperature,
+        kv_reuse=rollout.kv_reuse,
     )
     write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)

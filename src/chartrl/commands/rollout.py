@@ -31,7 +31,11 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     policy = load_policy(args.model)
     rows = read_split(args.data)[: args.limit] if args.limit else read_split(args.data)
     params = SamplingParams(
-        temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=rollout.max_new_tokens, greedy=args.greedy
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_new_tokens=rollout.max_new_tokens,
+        greedy=args.greedy,
+        kv_reuse=rollout.kv_reuse,
     )
     episodes = run_episodes(
         policy,

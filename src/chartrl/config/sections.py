@@ -368,6 +368,8 @@ class RolloutConfig(Section):
     top_p: float
     max_new_tokens: int
     batch_size: int
+    kv_reuse: bool
+    """A pass after a tool turn reuses the previous pass's keys/values (chartrl.rollout.kv_reuse)."""
 
 
 @dataclass(frozen=True)

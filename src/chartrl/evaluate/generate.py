@@ -39,6 +39,7 @@ def generate(
         top_p=rollout.top_p,
         max_new_tokens=rollout.max_new_tokens,
         greedy=evaluate.greedy,
+        kv_reuse=rollout.kv_reuse,
     )
     episodes = run_episodes(
         policy,

@@ -74,6 +74,7 @@ def test_accuracy(
     batch_size: int,
     seed: int,
     temperature: float = 1.0,
+    kv_reuse: bool = True,
 ) -> dict[str, Any]:
     """Greedy rollouts on ``rows`` and on the same questions with shuffled charts, and sampled rollouts (at the
     rollout ``temperature``) on ``rows``; a summary and the per-row records of each.
@@ -84,8 +85,8 @@ def test_accuracy(
     import torch
 
     out: dict[str, Any] = {"with_tools": with_tools}
-    greedy = SamplingParams(max_new_tokens=max_new_tokens, greedy=True)
-    sampled = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+    greedy = SamplingParams(max_new_tokens=max_new_tokens, greedy=True, kv_reuse=kv_reuse)
+    sampled = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, kv_reuse=kv_reuse)
     conditions = (
         ("test", list(rows), greedy),
         ("test_shuffled_images", shuffled_rows(rows, seed), greedy),

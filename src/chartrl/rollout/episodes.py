@@ -109,34 +109,51 @@ def run_episodes(
     stats: list[dict[str, float]] | None = None,
 ) -> list[Episode]:
     """Roll out ``n`` episodes per row; returns them grouped by row (row-major). When ``stats`` is a list, one
-    dict per generation pass is appended: sequences, prefill tokens (of which already computed in the previous
-    pass: the recomputed prefix), sampled tokens, seconds."""
+    dict per generation pass is appended: sequences, prefill tokens (the whole input of each sequence), the tokens
+    whose keys/values the previous pass computed for these sequences, how many of those the prefill reused
+    (``params.kv_reuse``) and how many it computed again, sampled tokens, seconds (wall and this process's CPU)."""
     episodes = start_episodes(policy, rows, with_tools=with_tools, n=n, prompt_config=prompt_config, tools=tools)
     passes = tools.max_tool_turns + 1 if with_tools else 1
     stop_ids = [policy.ids.eos] + ([policy.ids.tool_call_end] if policy.ids.tool_call_end is not None else [])
     computed: dict[int, int] = {}  # episode index -> tokens whose keys/values the previous pass computed
+    caches: dict[int, object] = {}  # episode index -> the previous pass's keys/values (params.kv_reuse)
     for turn in range(passes):
         active = [(i, e) for i, e in enumerate(episodes) if not e.done]
         if not active:
             break
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         sequences = [TokenSequence(e.runtime_ids, e.images) for _, e in active]
-        sampled_all = sample(policy, sequences, params, stop_ids, batch_size)
-        recomputed = 0
+        sampled_all = sample(
+            policy,
+            sequences,
+            params,
+            stop_ids,
+            batch_size,
+            caches=[caches.pop(i, None) for i, _ in active],
+            keep_cache=turn < passes - 1,
+        )
+        previous = sum(computed.get(i, 0) for i, _ in active)
+        recomputed = reused = 0
         for (index, episode), sequence, sampled in zip(active, sequences, sampled_all, strict=True):
-            recomputed += computed.get(index, 0)
-            # generate computed keys/values for the input and every sampled token but the last
-            computed[index] = len(sequence.ids) + max(0, len(sampled.ids) - 1)
+            reused += sampled.reused
+            recomputed += max(0, computed.get(index, 0) - sampled.reused)
+            computed[index] = len(sequence.ids) + sampled.fed
             apply_pass(policy, episode, sampled, last_pass=turn == passes - 1, tools=tools)
+            if sampled.cache is not None and not episode.done:
+                caches[index] = sampled.cache
+            sampled.cache = None
         if stats is not None:
             stats.append(
                 {
                     "pass": turn + 1,
                     "sequences": len(active),
                     "prefill_tokens": sum(len(s.ids) for s in sequences),
+                    "previous_pass_tokens": previous,
+                    "reused_prefix_tokens": reused,
                     "recomputed_prefix_tokens": recomputed,
                     "sampled_tokens": sum(len(s.ids) for s in sampled_all),
                     "seconds": time.perf_counter() - started,
+                    "cpu_seconds": time.process_time() - cpu_started,
                 }
             )
     return episodes

@@ -3,10 +3,14 @@ log-probabilities (the "old" log-probs of the PPO ratio)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from chartrl.model.batching import TokenSequence, collate
+
+log = logging.getLogger(__name__)
 
 STOPS = ("eos", "tool_call", "length", "vision_token")
 
@@ -18,6 +22,9 @@ class SamplingParams:
     max_new_tokens: int = 48
     greedy: bool = False
     """Greedy decoding (evaluation); log-probs are then those of the temperature-1 distribution."""
+    kv_reuse: bool = True
+    """A pass after a tool turn continues from the previous pass's keys/values and computes only the new tokens
+    (``rollout.kv_reuse``; see chartrl.rollout.kv_reuse). Off: every pass re-prefills its whole sequence."""
 
 
 @dataclass
@@ -29,6 +36,13 @@ class Sampled:
     stop: str
     """One of STOPS: eos (end of turn), tool_call (``</tool_call>``), length (max_new_tokens), vision_token (a
     sampled vision special token, cut off before it: it would desynchronise images and tokens)."""
+    fed: int = 0
+    """Sampled tokens fed back into the model (their keys/values computed): up to the stop token, never the last
+    step of the batch (a row that stopped early had its stop token fed while the others went on)."""
+    reused: int = 0
+    """Leading input tokens whose keys/values came from the previous pass's cache (not computed again)."""
+    cache: Any = None
+    """The keys/values this pass computed (a chartrl.rollout.kv_reuse.RowCache), when a next pass may reuse them."""
 
 
 def sample(
@@ -37,17 +51,35 @@ def sample(
     params: SamplingParams,
     stop_ids: Sequence[int],
     batch_size: int,
+    caches: Sequence[Any] | None = None,
+    keep_cache: bool = False,
 ) -> list[Sampled]:
-    """Continue every sequence by one generation pass, ``batch_size`` sequences per ``generate`` call."""
+    """Continue every sequence by one generation pass, ``batch_size`` sequences per ``generate`` call.
+
+    With ``params.kv_reuse``: ``caches`` (one per sequence, None where there is none) are the previous pass's
+    keys/values, reused for the common prefix; ``keep_cache`` keeps this pass's on each ``Sampled`` for the next."""
     out: list[Sampled] = []
+    caches = list(caches) if caches is not None and params.kv_reuse else [None] * len(sequences)
+    keep_cache = keep_cache and params.kv_reuse
     for start in range(0, len(sequences), batch_size):
-        out.extend(_sample_batch(policy, sequences[start : start + batch_size], params, stop_ids))
+        chunk = slice(start, start + batch_size)
+        out.extend(_sample_batch(policy, sequences[chunk], params, stop_ids, caches[chunk], keep_cache))
     return out
 
 
-def _sample_batch(policy, sequences: Sequence[TokenSequence], params: SamplingParams, stop_ids) -> list[Sampled]:
+def _sample_batch(
+    policy, sequences: Sequence[TokenSequence], params: SamplingParams, stop_ids, caches, keep_cache: bool
+) -> list[Sampled]:
     import torch
 
+    from chartrl.rollout import kv_reuse
+
+    temperature = 1.0 if params.greedy else params.temperature
+    if any(cache is not None for cache in caches) and _reuse_allowed(policy):
+        completions, logits, reused, row_caches = kv_reuse.continue_batch(
+            policy, sequences, caches, params, stop_ids, keep_cache
+        )
+        return _results(policy, completions, logits / temperature, stop_ids, reused, row_caches)
     batch = collate(policy, sequences, padding_side="left")
     prompt_length = batch["input_ids"].shape[1]
     sampling = (
@@ -66,8 +98,36 @@ def _sample_batch(policy, sequences: Sequence[TokenSequence], params: SamplingPa
             return_dict_in_generate=True,
         )
     completions = generated.sequences[:, prompt_length:]  # (B, T_new)
-    temperature = 1.0 if params.greedy else params.temperature
     logits = torch.stack(generated.logits, dim=1).float() / temperature  # (B, T_new, V)
+    row_caches = (
+        kv_reuse.caches_after_generate(policy, sequences, batch, completions, generated.past_key_values, stop_ids)
+        if keep_cache
+        else [None] * len(sequences)
+    )
+    return _results(policy, completions, logits, stop_ids, [0] * len(sequences), row_caches)
+
+
+def _reuse_allowed(policy) -> bool:
+    from chartrl.rollout import kv_reuse
+
+    extra = kv_reuse.plain_generation(policy.model)
+    if extra and not getattr(policy, "_warned_kv_reuse", False):
+        log.warning(
+            "rollout.kv_reuse: the model's generation_config sets %s, which the reuse loop does not apply; "
+            "passes after a tool turn re-prefill through generate instead (set them to their defaults to reuse)",
+            ", ".join(extra),
+        )
+        policy._warned_kv_reuse = True
+    return not extra
+
+
+def _results(policy, completions, logits, stop_ids, reused, row_caches) -> list[Sampled]:
+    """Cut each completion at its stop; log-probs of its tokens under ``logits`` (B, T_new, V), already divided
+    by the temperature."""
+    import torch
+
+    from chartrl.rollout import kv_reuse
+
     logprobs = torch.log_softmax(logits, dim=-1).gather(-1, completions.unsqueeze(-1)).squeeze(-1)  # (B, T_new)
     stops = set(stop_ids)
     results = []
@@ -82,5 +142,14 @@ def _sample_batch(policy, sequences: Sequence[TokenSequence], params: SamplingPa
                 end = position + 1
                 stop = "tool_call" if token == policy.ids.tool_call_end else "eos"
                 break
-        results.append(Sampled(ids=ids[:end], logprobs=logprobs[row, :end].tolist(), stop=stop))
+        results.append(
+            Sampled(
+                ids=ids[:end],
+                logprobs=logprobs[row, :end].tolist(),
+                stop=stop,
+                fed=kv_reuse.fed_tokens(ids, stop_ids, len(ids)),
+                reused=reused[row],
+                cache=row_caches[row],
+            )
+        )
     return results

@@ -197,7 +197,10 @@ class Trainer:
 
             self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.params = SamplingParams(
-            temperature=job.rollout.temperature, top_p=job.rollout.top_p, max_new_tokens=job.rollout.max_new_tokens
+            temperature=job.rollout.temperature,
+            top_p=job.rollout.top_p,
+            max_new_tokens=job.rollout.max_new_tokens,
+            kv_reuse=job.rollout.kv_reuse,
         )
         self.metrics_lines: list[str] = []
         self.val_history: dict[int, float] = {}
@@ -368,7 +371,9 @@ class Trainer:
             rows,
             with_tools=job.series.tools,
             n=1,
-            params=SamplingParams(max_new_tokens=job.rollout.max_new_tokens, greedy=True),
+            params=SamplingParams(
+                max_new_tokens=job.rollout.max_new_tokens, greedy=True, kv_reuse=job.rollout.kv_reuse
+            ),
             prompt_config=job.prompts,
             tools=job.tools,
             batch_size=job.rollout.batch_size,

@@ -289,6 +289,8 @@ def _rollout_overrides(config: Config, length: int) -> list[str]:
         override(f"{rollout}.gpu_memory_utilization", config.verl.gpu_memory_utilization),
         override(f"{rollout}.log_prob_micro_batch_size_per_gpu", config.verl.log_prob_micro_batch_size_per_gpu),
         override(f"{rollout}.response_length", length),
+        # rollout.kv_reuse on verl: the engine's automatic prefix caching reuses the previous turn's keys/values
+        override(f"{rollout}.enable_prefix_caching", config.rollout.kv_reuse),
     ]
 
 

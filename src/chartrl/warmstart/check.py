@@ -37,9 +37,12 @@ def check_after_warmstart(
     shown: list[Any] = []
     decodings = {
         "sampled": SamplingParams(
-            temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=rollout.max_new_tokens
+            temperature=rollout.temperature,
+            top_p=rollout.top_p,
+            max_new_tokens=rollout.max_new_tokens,
+            kv_reuse=rollout.kv_reuse,
         ),
-        "greedy": SamplingParams(max_new_tokens=rollout.max_new_tokens, greedy=True),
+        "greedy": SamplingParams(max_new_tokens=rollout.max_new_tokens, greedy=True, kv_reuse=rollout.kv_reuse),
     }
     for decoding, params in decodings.items():
         for with_tools in (True, False):

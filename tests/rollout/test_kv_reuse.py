@@ -1,0 +1,159 @@
+"""Key/value reuse across generation passes: pass 2 continuing from pass 1's cache generates the same tokens as
+re-prefilling the whole conversation, greedy and sampled, on a left-padded batch where some rows call a tool
+(and get a second pass) and some do not.
+
+The tiny model's weights are random, so it does not write tool calls itself: pass 1 is its real generation, then
+the rows chosen to call a tool get a call written after what it sampled (``<tool_call>...</tool_call>``), run on
+the chart, and the tool turn (observation text and the edited image's tokens) appended by the rollout's own
+``apply_pass``. Pass 2 then has what reuse is about: a prefix pass 1 computed and new tokens with an image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from chartrl.model.batching import TokenSequence, collate
+from chartrl.rollout import kv_reuse
+from chartrl.rollout.episodes import apply_pass, run_episodes, start_episodes
+from chartrl.rollout.sampling import Sampled, SamplingParams, sample
+
+
+def _call(row) -> str:
+    axis = "x_values" if row.chart_type == "v_bar" else "y_values"
+    name = f"focus_on_{axis[0]}_values_with_mask"
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": {axis: row.extra["about"]}}) + "\n"
+
+
+def _stop_ids(policy):
+    return [policy.ids.eos, policy.ids.tool_call_end]
+
+
+def _two_passes(policy, rows, config, params, *, seed, pass_one=None):
+    """Pass 1 on every row (caches kept), a tool turn on the bar-chart rows, and pass 2 on those with and without
+    reuse. Returns (pass-2 sequences, pass-2 results without reuse, with reuse, pass-1 results, the pass-1 caches
+    of the calling rows)."""
+    episodes = start_episodes(policy, rows, with_tools=True, n=1, prompt_config=config.prompts, tools=config.tools)
+    first = [TokenSequence(e.runtime_ids, e.images) for e in episodes]
+    torch.manual_seed(seed)
+    sampled = pass_one or sample(policy, first, params, _stop_ids(policy), batch_size=8, keep_cache=True)
+    callers, caches = [], []
+    for row, episode, s in zip(rows, episodes, sampled, strict=True):
+        if row.chart_type not in ("v_bar", "h_bar") or not row.extra.get("about"):
+            continue  # no tool call: the row is done after pass 1
+        call = policy.tokenizer.encode(_call(row), add_special_tokens=False) + [policy.ids.tool_call_end]
+        ids = s.ids[: s.fed] if s.stop in ("length", "vision_token") else s.ids
+        written = Sampled(ids=ids + call, logprobs=[-1.0] * len(ids + call), stop="tool_call")
+        apply_pass(policy, episode, written, last_pass=False, tools=config.tools)
+        callers.append(episode)
+        caches.append(s.cache)
+    second = [TokenSequence(e.runtime_ids, e.images) for e in callers]
+    torch.manual_seed(seed + 1)
+    old = sample(policy, second, dataclasses.replace(params, kv_reuse=False), _stop_ids(policy), batch_size=8)
+    torch.manual_seed(seed + 1)
+    new = sample(policy, second, params, _stop_ids(policy), batch_size=8, caches=caches)
+    return second, old, new, sampled, caches
+
+
+@pytest.fixture(scope="module")
+def greedy(tiny_policy, synth_rows, default_config):
+    rows = synth_rows["val"][:8]
+    return _two_passes(tiny_policy, rows, default_config, SamplingParams(max_new_tokens=24, greedy=True), seed=0)
+
+
+def test_greedy_pass_two_is_token_for_token_the_full_reprefill(greedy, synth_rows):
+    second, old, new, first, _ = greedy
+    assert 0 < len(second) < len(first)  # rows with and without a tool call
+    assert len({len(s.ids) for s in second}) > 1  # left padding in pass 2
+    assert any(len(s.images) == 2 for s in second)  # an edited image among the new tokens
+    assert [s.ids for s in new] == [s.ids for s in old]
+    assert [s.stop for s in new] == [s.stop for s in old]
+    worst = max(abs(a - b) for o, n in zip(old, new, strict=True) for a, b in zip(o.logprobs, n.logprobs, strict=True))
+    assert worst < 1e-4, worst
+
+
+def test_pass_two_reuses_what_pass_one_computed(greedy):
+    """Everything pass 1 computed for a calling row (its prompt and each sampled token it fed back) is reused; only
+    the written call and the tool turn are prefilled."""
+    second, old, new, _, caches = greedy
+    assert all(s.reused == 0 for s in old)
+    for sequence, s, cache in zip(second, new, caches, strict=True):
+        assert s.reused == len(cache.ids) < len(sequence.ids)
+        assert sequence.ids[: s.reused] == cache.ids
+
+
+def test_new_tokens_get_the_positions_of_the_whole_sequence(tiny_policy, greedy):
+    """Positions built as the cached prefix's + the new part's own shifted == get_rope_index over the whole."""
+    second, _, new, _, _ = greedy
+    k = next(i for i, s in enumerate(second) if len(s.images) == 2)
+    ids, images = second[k].ids, second[k].images
+    batch = collate(tiny_policy, [TokenSequence(ids, images)])
+    whole, _ = kv_reuse.vl_model(tiny_policy).get_rope_index(
+        batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], image_grid_thw=batch["image_grid_thw"]
+    )
+    cut = new[k].reused
+    assert tiny_policy.ids.image_pad in ids[cut:]  # the edited image is among the new tokens
+    tail = kv_reuse.rope_positions(tiny_policy, ids[cut:], batch["image_grid_thw"][1:])
+    rebuilt = torch.cat([whole[:, 0, :cut], tail + int(whole[:, 0, :cut].max()) + 1], dim=1)
+    assert torch.equal(rebuilt, whole[:, 0])
+
+
+def test_sampled_pass_two_with_reuse_is_reproducible_and_draws_as_before(tiny_policy, synth_rows, default_config):
+    rows = synth_rows["val"][:8]
+    params = SamplingParams(max_new_tokens=16, temperature=0.8, top_p=0.95)
+    second, old, new, first, _ = _two_passes(tiny_policy, rows, default_config, params, seed=3)
+    _, _, again, _, _ = _two_passes(tiny_policy, rows, default_config, params, seed=3)
+    assert all(s.reused > 0 for s in new)
+    assert [s.ids for s in new] == [s.ids for s in again]
+    # the same random draws in the same order; float noise this small leaves the same tokens
+    assert [s.ids for s in new] == [s.ids for s in old]
+
+
+def test_run_episodes_reports_reuse_and_switching_it_off_changes_no_token(tiny_policy, synth_rows, default_config):
+    rows = synth_rows["val"][:4]
+    results = {}
+    for reuse in (True, False):
+        torch.manual_seed(0)
+        stats: list[dict] = []
+        episodes = run_episodes(
+            tiny_policy,
+            rows,
+            with_tools=True,
+            n=2,
+            params=SamplingParams(max_new_tokens=12, greedy=True, kv_reuse=reuse),
+            prompt_config=default_config.prompts,
+            tools=default_config.tools,
+            batch_size=8,
+            stats=stats,
+        )
+        results[reuse] = ([e.response_ids for e in episodes], stats)
+    assert results[True][0] == results[False][0]
+    assert results[True][1][0]["reused_prefix_tokens"] == 0  # nothing to reuse in pass 1
+
+
+def test_reusable_prefix_never_splits_or_swaps_an_image_and_leaves_a_token_to_feed():
+    chart, edited = object(), object()
+    cache = kv_reuse.RowCache(ids=[1, 2, 9, 9, 9, 3], keys=[], values=[], positions=None, images=[chart])
+
+    def reusable(ids, images):
+        return kv_reuse.reusable_prefix(cache, TokenSequence(ids, images), image_pad=9)
+
+    assert reusable([1, 2, 9, 9, 9, 3, 4], [chart]) == 6
+    assert reusable([1, 2, 9, 9, 9, 3], [chart]) == 5  # one token left to feed
+    assert reusable([1, 2, 9, 9, 7], [chart]) == 2  # never half an image
+    assert reusable([1, 2, 9, 9, 9, 3, 4], [edited]) == 2  # the same pad ids, another image
+    assert kv_reuse.reusable_prefix(None, TokenSequence([1, 2], []), image_pad=9) == 0
+
+
+def test_a_model_with_other_logits_processors_falls_back_to_the_full_reprefill():
+    from transformers import GenerationConfig
+
+    class Model:
+        generation_config = GenerationConfig(temperature=0.1, top_k=1, top_p=0.001, repetition_penalty=1.05)
+
+    assert kv_reuse.plain_generation(Model()) == ["repetition_penalty"]
+    Model.generation_config = GenerationConfig(do_sample=True)
+    assert kv_reuse.plain_generation(Model()) == []
