@@ -283,7 +283,10 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     # every train series and the warm start read greedy, on shuffled charts and sampled
     tables = metrics["test_accuracy"]["series"]
     assert set(tables) == set(TRAIN_SERIES) | {"warmstart (tools)", "warmstart (no tool)"}
-    assert all(set(t) == {"test", "test_shuffled_images", "test_sampled"} for t in tables.values())
+    controls = {"test", "test_shuffled_images", "test_sampled"}
+    tool_policies = {sid for sid in TRAIN_SERIES if metrics["series"][sid]["config"]["tools"]} | {"warmstart (tools)"}
+    # and every tool policy once more with the unedited chart shown after each call (the tool-placebo control)
+    assert all(set(t) == controls | ({"test_placebo"} if n in tool_policies else set()) for n, t in tables.items())
     assert "sampled: correct-label share" in (smoke_run / "results/report/index.html").read_text()
 
     from mlflow.tracking import MlflowClient

@@ -275,7 +275,10 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     generations = sorted({s.generation for s in config.train_series})
-    return [p for g in generations for p in curve_panels(metrics, config, g)] + table_panels(metrics, config)
+    from chartrl.report import testcurves
+
+    curves = [p for g in generations for p in curve_panels(metrics, config, g)]
+    return curves + table_panels(metrics, config) + testcurves.panels(metrics, config)
 
 
 def panel_problems(report_dir: str | Path) -> list[str]:
