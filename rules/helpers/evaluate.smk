@@ -132,8 +132,8 @@ def test_accuracy_launch(wildcards):
     return local_launch("test", train_job_name(wildcards), test_accuracy_spec(wildcards.series))
 
 
-# The test curve (rule test_curve): every train series an eval series reads, on the local backend (on verl each
-# checkpoint would need its own merge and verl generation; the report says so in the curve's spot).
+# The test curve (the test_curve rule) of every train series an eval series reads, on the local backend (on verl
+# each checkpoint would need its own merge and verl generation; the report says so in the curve's spot).
 CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend == "local" else []
 
 

@@ -109,7 +109,7 @@ class Reward:
         if self.accuracy_signal == "own":
             rewards = [self.definition.combine(item, self.params) for item in items]
             return Evaluation([self._select(r) for r in rewards], [None] * len(items))
-        year_rule = self.params["year_rule"]
+        year_rule = self.params.get("year_rule", DEFAULT_YEAR_RULE)  # a reward whose schema offers no year_rule
         if self.accuracy_signal == "rule":
             accuracies = [(answer_accuracy(item.response, item.ground_truth, year_rule), 0.0) for item in items]
             verdicts: list[Verdict | None] = [None] * len(items)
