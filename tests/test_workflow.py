@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
 TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
+CURVE_SERIES = ("e1", "e2", "e6", "e10")  # the train series the eval series read
 SCORES = {"e4": "rule", "e5": "judge", "e8": "rule", "e9": "judge", "e13": "rule", "e14": "panel"}
 EVAL_JOBS = (
     {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13")}
@@ -25,6 +26,7 @@ EVAL_JOBS = (
     | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
+    | {("test_curve", f"series={s}") for s in CURVE_SERIES}  # every kept checkpoint of what an eval series reads
     | {("report", "")}
 )
 
@@ -42,6 +44,16 @@ EVAL_JOBS = (
 def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
     dry = snakemake(tmp_path, "-n", *overlay)
     assert "data_split" in dry.stdout
+    curves = {job for job in _planned_jobs(dry.stdout) if job[0] == "test_curve"}
+    # the test curve runs on the local backend, for each train series an eval series reads; on verl the report
+    # says why not (chartrl.report.testcurves)
+    assert curves == (
+        set() if "gpu.yaml" in " ".join(overlay) else {("test_curve", f"series={s}") for s in CURVE_SERIES}
+    )
+    if not overlay:  # step 0 from the warm start's test file, the last checkpoint from the series' own
+        block = dry.stdout.split("\nrule test_curve:")[1].split("\nrule ")[0]
+        assert "results/eval/warmstart/test_accuracy_tools_on.json" in block
+        assert re.search(r"results/eval/(e1|e2|e6|e10)/test_accuracy.json", block)
     lint = snakemake(tmp_path, "--lint", *overlay)
     assert "Congratulations" in lint.stdout + lint.stderr
 
@@ -236,6 +248,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
     assert _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reward)).stdout) == {
         ("train", "series=e6"),
         ("test_accuracy", "series=e6"),
+        ("test_curve", "series=e6"),
         ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
         ("score", "series=e8, scorer=rule"),
         ("score", "series=e9, scorer=judge"),
