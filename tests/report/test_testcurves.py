@@ -105,6 +105,7 @@ def test_curve_placebo_and_rules_fill_their_panels(tmp_path):
     page = (tmp_path / "report" / "index.html").read_text()
     assert 'id="test-curve"' in page and "The star marks the checkpoint an eval series picks" in page
     assert "+0.750" in page and "placebo (unedited chart)" in page and "e4 rule scores" in page
+    assert "rule (years: strict)" in page and "e1 (years: standard)" in page  # beside the numbers too
 
 
 def test_a_test_file_of_the_old_rule_is_not_read_as_the_curve_rule(tmp_path):
