@@ -48,7 +48,7 @@ rule score:
     output:
         "results/eval/{series}/scores_{scorer}.json",
     params:
-        spec=eval_job_spec("judge"),
+        spec=eval_job_spec("judge", "evaluate"),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -216,6 +216,39 @@ rule test_accuracy:
     shell:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
         " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+# The test curve of each train series an eval series reads: greedy test accuracy of every checkpoint its run kept, on
+# the first evaluate.curve_rows test questions, with each eval series' chosen checkpoint marked. The last checkpoint
+# and step 0 are read from test_accuracy.json and the warm start's, not rerun. MLflow run {series}/test_curve.
+rule test_curve:
+    input:
+        run="results/runs/{series}/run.json",
+        data=TEST_DATA,
+        last="results/eval/{series}/test_accuracy.json",
+        start=test_curve_start,
+        code=EVAL_CODE,
+    output:
+        "results/eval/{series}/test_curve.json",
+    params:
+        spec=lambda wildcards: test_curve_spec(wildcards.series),
+        start=lambda wildcards, input: f"--start {shlex.quote(input.start)}" if input.start else "",
+        launch=lambda wildcards: local_launch("test-curve", wildcards.series, test_curve_spec(wildcards.series)),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(CURVE_SERIES) or "(?!)",
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/eval/{series}/test_curve.log",
+    benchmark:
+        "results/benchmarks/eval/{series}/test_curve.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "{params.launch} chartrl test-curve --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
+        " --last {input.last:q} {params.start} --out {output:q} --tracking-uri {params.tracking_uri:q}"
+        " --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
 # An extra seed's run (extra_seeds; rules/train.smk), tested like the main run: MLflow run {series}/test/seed{seed}.

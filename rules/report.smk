@@ -8,6 +8,7 @@ rule report:
         report_inputs,
         test_accuracy_targets(),
         seed_targets(),
+        test_curve_targets(),
         code=package_sources("report", "config"),
     output:
         html=report(

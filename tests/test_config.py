@@ -74,6 +74,10 @@ def test_defaults_come_from_the_schema_and_are_not_written_back():
     assert config.datasets["synthchart"].options["questions_per_chart"] == 2
     assert config.series["e1"].reward.params["tool_bonus"] == 0
     assert config.rollout.kv_reuse is True  # pass 2 reuses pass 1's keys/values unless switched off
+    # ChartQA's own relaxed accuracy by default (years within 5%), for the rewards and the scorers alike
+    assert config.series["e1"].reward.params["year_rule"] == "standard"
+    assert config.series["e6"].reward.params["year_rule"] == "standard"
+    assert config.evaluate.year_rule == "standard" and config.evaluate.curve_rows == 100
     with pytest.raises(TypeError):
         config.datasets["synthchart"].options["seed"] = 3  # read-only view
 
@@ -236,6 +240,17 @@ BAD_CONFIGS = [
         lambda c: c.update(rollout={"kv_reuse": "yes"}),
         ["rollout.kv_reuse", '"yes"', "boolean"],
     ),
+    (
+        "unknown year rule of the scorers",
+        lambda c: c["evaluate"].update(year_rule="lenient"),
+        ["evaluate.year_rule", '"lenient"', "standard", "strict"],
+    ),
+    (
+        "unknown year rule of a reward",
+        lambda c: c["series"]["e1"].update(reward={"name": "v1_rule", "year_rule": "exact"}),
+        ["series.e1.reward.year_rule", '"exact"', "standard", "strict"],
+    ),
+    ("a test curve on no question", lambda c: c["evaluate"].update(curve_rows=0), ["evaluate.curve_rows", "minimum"]),
     (
         "r1v format weight above 1",
         lambda c: c["series"]["e1"].update(reward={"name": "r1v", "format_weight": 2}),

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
 TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
+CURVE_SERIES = ("e1", "e2", "e6", "e10")  # the train series the eval series read
 SCORES = {"e4": "rule", "e5": "judge", "e8": "rule", "e9": "judge", "e13": "rule", "e14": "panel"}
 MATRIX = {("e4", "judge"), ("e4", "panel"), ("e5", "rule"), ("e5", "panel"), ("e8", "panel"), ("e13", "judge")}
 """The matrix cells no eval series asks for: each evaluated checkpoint by every scorer (chartrl.evaluate.matrix)."""
@@ -29,6 +30,7 @@ EVAL_JOBS = (
     | {("rerank", "series=e4"), ("rerank_score", "series=e4, scorer=rule")}  # best-of-N on e4 (config/series.yaml)
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
+    | {("test_curve", f"series={s}") for s in CURVE_SERIES}  # every kept checkpoint of what an eval series reads
     | {("report", "")}
 )
 # the shortcut filter of synthchart's train split (config.yaml sets it; the smoke overlay keeps it): it reads the
@@ -49,6 +51,16 @@ FILTER_JOBS = {("shortcut_answers", "dataset=synthchart"), ("shortcut_filter", "
 def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
     dry = snakemake(tmp_path, "-n", *overlay)
     assert "data_split" in dry.stdout
+    curves = {job for job in _planned_jobs(dry.stdout) if job[0] == "test_curve"}
+    # the test curve runs on the local backend, for each train series an eval series reads; on verl the report
+    # says why not (chartrl.report.testcurves)
+    assert curves == (
+        set() if "gpu.yaml" in " ".join(overlay) else {("test_curve", f"series={s}") for s in CURVE_SERIES}
+    )
+    if not overlay:  # step 0 from the warm start's test file, the last checkpoint from the series' own
+        block = dry.stdout.split("\nrule test_curve:")[1].split("\nrule ")[0]
+        assert "results/eval/warmstart/test_accuracy_tools_on.json" in block
+        assert re.search(r"results/eval/(e1|e2|e6|e10)/test_accuracy.json", block)
     lint = snakemake(tmp_path, "--lint", *overlay)
     assert "Congratulations" in lint.stdout + lint.stderr
 
@@ -249,6 +261,7 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
     assert _planned_jobs(snakemake(smoke_run, "-n", "--configfile", SMOKE, str(reward)).stdout) == {
         ("train", "series=e6"),
         ("test_accuracy", "series=e6"),
+        ("test_curve", "series=e6"),
         ("generate", "series=e8"),  # e6's checkpoint, read by e8 and e9
         ("score", "series=e8, scorer=rule"),
         ("score", "series=e9, scorer=judge"),
@@ -297,7 +310,10 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     # every train series and the warm start read greedy, on shuffled charts and sampled
     tables = metrics["test_accuracy"]["series"]
     assert set(tables) == set(TRAIN_SERIES) | {"warmstart (tools)", "warmstart (no tool)"}
-    assert all(set(t) == {"test", "test_shuffled_images", "test_sampled"} for t in tables.values())
+    controls = {"test", "test_shuffled_images", "test_sampled"}
+    tool_policies = {sid for sid in TRAIN_SERIES if metrics["series"][sid]["config"]["tools"]} | {"warmstart (tools)"}
+    # and every tool policy once more with the unedited chart shown after each call (the tool-placebo control)
+    assert all(set(t) == controls | ({"test_placebo"} if n in tool_policies else set()) for n, t in tables.items())
     assert "sampled: correct-label share" in (smoke_run / "results/report/index.html").read_text()
 
     from mlflow.tracking import MlflowClient

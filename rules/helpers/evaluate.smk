@@ -159,3 +159,26 @@ def seed_targets():
 def test_accuracy_launch(wildcards):
     """The launcher prefix of a train run's test-accuracy job: it reserves evaluate.threads and ray.job_gpus."""
     return local_launch("test", train_job_name(wildcards), test_accuracy_spec(wildcards.series))
+
+
+# The test curve (the test_curve rule) of every train series an eval series reads, on the local backend (on verl
+# each checkpoint would need its own merge and verl generation; the report says so in the curve's spot).
+CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend == "local" else []
+
+
+def test_curve_spec(series_id):
+    """The test_accuracy spec of the train series, with the checkpoint each eval series of it names."""
+    chosen = {s.id: s.checkpoint for s in CFG.eval_series if s.of == series_id}
+    return json.dumps({**json.loads(test_accuracy_spec(series_id)), "chosen": chosen}, sort_keys=True)
+
+
+def test_curve_start(wildcards):
+    """The step-0 point: the warm start's test accuracy with the series' tool setting, when the run trained from
+    the warm-started model (model.path unset); none otherwise."""
+    if CFG.model.path is not None:
+        return []
+    return f"results/eval/warmstart/test_accuracy_tools_{'on' if CFG.series[wildcards.series].tools else 'off'}.json"
+
+
+def test_curve_targets():
+    return [f"results/eval/{series}/test_curve.json" for series in CURVE_SERIES]

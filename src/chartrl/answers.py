@@ -26,9 +26,13 @@ or does something surprising, this module decides as follows:
   taken against ``abs(target)``, so "-5" does not match "5".
 - **Units.** A number with anything else around it ("45 kg", "$45", "45 million") is not a number; it is compared
   as a string (as in the standard). Only the trailing ``%`` is understood.
-- **Years.** A target that is a plain four-digit integer between 1800 and 2100 is read as a year and must match
-  exactly: 5% of 2012 is a century, which would make every year question free. (A count of, say, 2000 units is
-  thereby compared exactly too: a rare, conservative error.)
+- **Years** (the ``year_rule`` option, :data:`YEAR_RULES`). ``standard`` (the default, as ChartQA's own evaluation
+  computes it): every target that reads as a number gets the 5% tolerance, years included, so "2019" for "2018"
+  is accepted; numbers published against ChartQA are computed this way. ``strict``: a target that is a plain
+  four-digit integer between 1800 and 2100 is read as a year and must match exactly (5% of 2012 is a century,
+  which makes year questions nearly free; a count of, say, 2000 units is thereby compared exactly too). Rewards
+  take it as their ``year_rule`` param, scorers and the test evaluation as ``evaluate.year_rule``; every scores
+  file records the rule it used.
 - **Multi-value answers.** A target in square brackets ("[2011, 2012]", as in ChartQA's augmented split) is a list;
   the prediction, with or without brackets, is split on commas or semicolons, and it matches when both have the
   same number of values and each target value is matched by a distinct predicted value (any order), each by
@@ -39,6 +43,7 @@ or does something surprising, this module decides as follows:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -47,6 +52,9 @@ ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 RELATIVE_TOLERANCE = 0.05
 """ChartQA's relaxed accuracy: numbers within 5% relative error match (Masry et al., 2022)."""
 YEAR_RANGE = (1800, 2100)
+YEAR_RULES = ("standard", "strict")
+"""``standard``: ChartQA's relaxed accuracy, years within 5% like any number; ``strict``: years must match exactly."""
+DEFAULT_YEAR_RULE = "standard"
 
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _GROUPED_NUMBER = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
@@ -118,11 +126,17 @@ def _is_year(target: str) -> bool:
     return bool(_YEAR.fullmatch(target)) and YEAR_RANGE[0] <= int(target) <= YEAR_RANGE[1]
 
 
-def _scalar_match(prediction: str, target: str) -> bool:
+def check_year_rule(year_rule: str) -> str:
+    if year_rule not in YEAR_RULES:
+        raise ValueError(f"unknown year rule {year_rule!r}; valid year rules: {', '.join(YEAR_RULES)}")
+    return year_rule
+
+
+def _scalar_match(prediction: str, target: str, year_rule: str = DEFAULT_YEAR_RULE) -> bool:
     prediction, target = prediction.strip(), target.strip()
     target_value, predicted_value = parse_number(target), parse_number(prediction)
     if target_value is not None and predicted_value is not None:
-        if _is_year(target) or target_value == 0:
+        if (year_rule == "strict" and _is_year(target)) or target_value == 0:
             return predicted_value == target_value
         return abs(predicted_value - target_value) / abs(target_value) <= RELATIVE_TOLERANCE + 1e-12
     return prediction.lower() == target.lower()
@@ -163,20 +177,23 @@ def match_unordered(predicted: list[str], targets: list[str], same) -> bool:
     return True
 
 
-def relaxed_accuracy(prediction: str | None, target: str) -> float:
+def relaxed_accuracy(prediction: str | None, target: str, year_rule: str = DEFAULT_YEAR_RULE) -> float:
     """1.0 if ``prediction`` matches ``target`` under ChartQA's relaxed accuracy (see the module docstring for
-    the edge cases), else 0.0. A missing prediction (None: no answer tag) scores 0."""
+    the edge cases; ``year_rule``: ``standard`` or ``strict``), else 0.0. A missing prediction (None: no answer
+    tag) scores 0."""
+    check_year_rule(year_rule)
     if prediction is None:
         return 0.0
     targets = split_list(target)
     if targets is not None:
         if prediction.strip().lower() == target.strip().lower():
             return 1.0
-        return float(match_unordered(_list_values(prediction), targets, _scalar_match))
-    return float(_scalar_match(prediction, target))
+        same = functools.partial(_scalar_match, year_rule=year_rule)
+        return float(match_unordered(_list_values(prediction), targets, same))
+    return float(_scalar_match(prediction, target, year_rule))
 
 
-def answer_accuracy(response: str, truth: str) -> float:
+def answer_accuracy(response: str, truth: str, year_rule: str = DEFAULT_YEAR_RULE) -> float:
     """One episode's score: the relaxed accuracy of the answer in ``response`` (its last ``<answer>...</answer>``)
-    against ``truth``; 0 without an answer tag."""
-    return relaxed_accuracy(extract_answer(response), truth)
+    against ``truth`` under ``year_rule``; 0 without an answer tag."""
+    return relaxed_accuracy(extract_answer(response), truth, year_rule)

@@ -79,6 +79,7 @@ def _score(tmp_path, server, out, check: bool = True, **judge_settings):
             "backoff_max_s": 0.05,
             **judge_settings,
         },
+        "evaluate": {"dataset": "synthchart", "year_rule": "strict"},
     }
     env = dict(os.environ, CHARTRL_TEST_KEY="sk-test-secret-value-123")
     command = [
@@ -119,6 +120,7 @@ def test_a_rerun_with_the_judge_cached_makes_no_request(tmp_path):
     assert verdicts == ["correct", "correct", "incorrect", "correct", "incorrect"]
     assert [item["verdict"] for item in second["items"]] == verdicts
     assert first["aggregate"]["judge"]["model"] == "judge-model"
+    assert first["aggregate"]["year_rule"] == "strict"  # evaluate.year_rule, recorded in the scores file
 
 
 def test_unreadable_replies_beyond_the_bound_fail_the_score_naming_the_endpoint(tmp_path):

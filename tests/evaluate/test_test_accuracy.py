@@ -60,6 +60,13 @@ def test_greedy_shuffled_and_sampled_conditions(warm_model_dir, synth_rows, defa
     assert first["test_sampled"]["items"] == second["test_sampled"]["items"]  # seeded
     greedy_episodes = first["test"]["protocol"]
     assert greedy_episodes and first["test_sampled"]["protocol"] != greedy_episodes
+    # the tool-placebo control: the same questions, greedy, each call shown the unedited chart
+    assert [i["id"] for i in first["test_placebo"]["items"]] == [r.id for r in rows]
+    assert first["year_rule"] == "standard"
+    no_tool = test_accuracy(policy, rows[:2], **{**kwargs, "with_tools": False}, conditions=("test", "test_placebo"))
+    assert "test_placebo" not in no_tool and "test_shuffled_images" not in no_tool and no_tool["test"]["n"] == 2
+    with pytest.raises(ValueError, match="valid conditions"):
+        test_accuracy(policy, rows, **kwargs, conditions=("test_blank",))
 
 
 def test_generations_in_the_contract_read_as_the_local_rollouts_are():

@@ -123,11 +123,10 @@ RELAXED = [
     ("45 kg", "45", 0.0),  # units make it a string: strict, as the standard
     ("$45", "45", 0.0),  # currency too
     ("2012", "2012", 1.0),  # a year, exact
-    ("2013", "2012", 0.0),  # a year is not "within 5%" of another
+    ("2013", "2012", 1.0),  # the standard rule: a year is a number like any other, within 5%
+    ("2019", "2018", 1.0),  # ChartQA's own evaluation accepts the neighbouring year
     ("2012.0", "2012", 1.0),  # a year written as a decimal is the same year
-    ("1999", "2000", 0.0),  # 2000 reads as a year: exact match needed
-    ("2101", "2100", 0.0),  # the top of the year range
-    ("2210", "2200", 1.0),  # outside the year range: a quantity, 5% applies
+    ("2210", "2200", 1.0),  # a quantity, 5% applies
     ("Italy", "italy", 1.0),  # strings: case-insensitive
     ("  Italy ", "Italy", 1.0),  # trimmed
     ("Italy.", "Italy", 0.0),  # but punctuation is not stripped (the judge does that)
@@ -137,7 +136,7 @@ RELAXED = [
     ("2012, 2011", "[2011, 2012]", 1.0),  # list without brackets, any order
     ("[1.35, 1.37]", "[1.34, 1.37]", 1.0),  # list elements by the relaxed rule
     ("[2011]", "[2011, 2012]", 0.0),  # a value missing
-    ("[2011, 2011]", "[2011, 2012]", 0.0),  # one prediction cannot match two targets
+    ("[10, 10]", "[10, 20]", 0.0),  # one prediction cannot match two targets
     ("[2011, 2012, 2013]", "[2011, 2012]", 0.0),  # one too many
     ("2011; 2012", "[2011, 2012]", 1.0),  # semicolons separate too
     ("", "42", 0.0),  # empty answer
@@ -148,6 +147,38 @@ RELAXED = [
 @pytest.mark.parametrize("prediction,target,score", RELAXED)
 def test_relaxed_accuracy(prediction, target, score):
     assert relaxed_accuracy(prediction, target) == score
+    assert relaxed_accuracy(prediction, target, "standard") == score
+
+
+YEARS = [
+    # (prediction, target, standard score, strict score)
+    ("2019", "2018", 1.0, 0.0),  # ChartQA's evaluation accepts it; the strict rule wants the year itself
+    ("2013", "2012", 1.0, 0.0),
+    ("1999", "2000", 1.0, 0.0),  # 2000 reads as a year under the strict rule
+    ("2101", "2100", 1.0, 0.0),  # the top of the strict rule's year range
+    ("2012", "2012", 1.0, 1.0),  # the year itself: both
+    ("2012.0", "2012", 1.0, 1.0),  # written as a decimal: the same year under both
+    ("2200", "2100", 1.0, 0.0),  # 4.8% off: accepted by the standard, a different year under the strict rule
+    ("2210", "2200", 1.0, 1.0),  # outside the year range: a quantity under both rules
+    ("1790", "1799", 1.0, 1.0),  # below the year range: a quantity under both rules
+    ("[2019, 2011]", "[2011, 2018]", 1.0, 0.0),  # list items follow the rule too
+    ("[2011, 2011]", "[2011, 2012]", 1.0, 0.0),
+    ("45%", "0.45", 1.0, 1.0),  # percentages: the same under both
+    ("45%", "45", 0.0, 0.0),
+    ("Italy", "italy", 1.0, 1.0),  # non-numeric: exact match ignoring case, under both
+    ("Italia", "Italy", 0.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("prediction,target,standard,strict", YEARS)
+def test_year_rules(prediction, target, standard, strict):
+    assert relaxed_accuracy(prediction, target, "standard") == standard
+    assert relaxed_accuracy(prediction, target, "strict") == strict
+
+
+def test_unknown_year_rule_names_the_valid_ones():
+    with pytest.raises(ValueError, match="valid year rules: standard, strict"):
+        relaxed_accuracy("1", "1", "lenient")
 
 
 @given(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False).filter(lambda x: abs(x) > 1e-3))

@@ -34,6 +34,25 @@ def test_rule_scorer_aggregates_overall_per_subset_and_tools():
     assert "not_sent" not in aggregate  # the rule scorer sends nothing anywhere
 
 
+def test_rule_scorer_records_its_year_rule_and_grades_years_by_it():
+    """The standard rule (ChartQA's own evaluation) accepts a neighbouring year, the strict one refuses it; each
+    scores file says which rule it used, and each reward takes the rule as its year_rule param."""
+    from chartrl.rewards import get_reward
+
+    years = [RewardInput("<answer>2019</answer>", "2018", id="y1"), RewardInput("<answer>42</answer>", "42", id="y2")]
+    standard, strict = get_scorer("rule")(years), get_scorer("rule")(years, None, "strict")
+    assert standard["aggregate"]["year_rule"] == "standard" and standard["aggregate"]["accuracy"] == 1.0
+    assert strict["aggregate"]["year_rule"] == "strict" and strict["aggregate"]["accuracy"] == 0.5
+    judged = get_scorer("judge")(years, judge=ReferenceJudge(), year_rule="strict")
+    assert judged["aggregate"]["year_rule"] == "strict"
+    for name in ("v1_rule", "v2_shaped", "v3_gra"):
+        assert get_reward(name).params["year_rule"] == "standard"
+        assert [r["accuracy"] for r in get_reward(name, {"year_rule": "strict"})(years)] == [0.0, 1.0]
+        assert [r["accuracy"] for r in get_reward(name)(years)] == [1.0, 1.0]
+    with pytest.raises(Exception, match="year_rule"):
+        get_reward("v1_rule", {"year_rule": "lenient"})
+
+
 def test_judge_scorer_says_which_judge_and_that_it_is_not_an_llm():
     result = get_scorer("judge")(ITEMS, judge=ReferenceJudge())
     assert result["aggregate"]["accuracy"] == pytest.approx(3 / 4)  # the judge accepts 45% for 45

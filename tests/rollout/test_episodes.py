@@ -158,3 +158,51 @@ def test_malformed_and_refused_calls_are_data(tiny_policy, synth_rows, default_c
         assert not episode.done and episode.tool_outcome == outcome
         assert episode.turns[-1]["role"] == "tool" and not episode.turns[-1]["image"]  # an error line, no image
         check_episode(tiny_policy, episode)
+
+
+def _placebo_episode(policy, row, config, observation: str, call: str | None = None):
+    (episode,) = start_episodes(policy, [row], with_tools=True, n=1, prompt_config=config.prompts, tools=config.tools)
+    episode.observation = observation
+    text = call if call is not None else _call(row)
+    apply_pass(policy, episode, _scripted(policy, text, "tool_call"), last_pass=False, tools=config.tools)
+    apply_pass(policy, episode, _scripted(policy, "<answer>42</answer>", "eos"), last_pass=True, tools=config.tools)
+    return episode
+
+
+def test_tool_placebo_shows_the_unedited_chart_and_nothing_else_changes(tiny_policy, synth_rows, default_config):
+    """The tool-placebo control: the same call, outcome, observation line and token layout; only the image the
+    tool turn shows is the original chart instead of the edited one."""
+    import numpy as np
+
+    row = _bar_rows(synth_rows["val"], 1)[0]
+    edited = _placebo_episode(tiny_policy, row, default_config, "edited")
+    placebo = _placebo_episode(tiny_policy, row, default_config, "unedited")
+    check_episode(tiny_policy, placebo)
+    original, shown_edited, shown_placebo = (
+        np.asarray(image) for image in (edited.images[0], edited.images[1], placebo.images[1])
+    )
+    assert not np.array_equal(shown_edited, original)  # the mask changed the chart
+    assert np.array_equal(shown_placebo, original)  # the placebo shows the chart as it was
+    assert placebo.images[0] is not placebo.images[1]  # a copy, not the prompt's image object
+    assert placebo.turns == edited.turns and placebo.tool_outcomes == edited.tool_outcomes == ["executed"]
+    assert placebo.tool_call_texts == edited.tool_call_texts and placebo.messages[-1]["content"] is not None
+    assert placebo.response_ids == edited.response_ids and placebo.response_mask == edited.response_mask
+    # a call the tool refuses shows no image under either observation
+    bad = "<tool_call>\n" + json.dumps({"name": "focus_on_x_values_with_mask", "arguments": {"x_values": ["?"]}}) + "\n"
+    refused = _placebo_episode(tiny_policy, row, default_config, "unedited", bad)
+    assert refused.tool_outcome == "failed" and len(refused.images) == 1
+
+
+def test_unknown_observation_is_refused(tiny_policy, synth_rows, default_config):
+    with pytest.raises(ValueError, match="valid observations: edited, unedited"):
+        run_episodes(
+            tiny_policy,
+            synth_rows["val"][:1],
+            with_tools=True,
+            n=1,
+            params=SamplingParams(max_new_tokens=4, greedy=True),
+            prompt_config=default_config.prompts,
+            tools=default_config.tools,
+            batch_size=1,
+            observation="blank",
+        )

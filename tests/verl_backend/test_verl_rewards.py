@@ -116,6 +116,20 @@ def test_the_adapter_scores_as_the_reward_does():
     assert protocol["protocol_well_formed"] == 1.0 and protocol["protocol_tool_call"] == 0.0  # no call in the text
 
 
+@pytest.mark.parametrize("name", ["v1_rule", "v3_gra"])
+def test_the_year_rule_reaches_the_reward_verl_loads(name):
+    """reward_kwargs.params carries the series' year_rule to verl's reward as to the local trainer's."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    scores = {}
+    for rule in ("standard", "strict"):
+        fn = get_custom_reward_fn(
+            verl_config(name, {"year_rule": rule, **({"d_length": 0} if name == "v3_gra" else {})})
+        )
+        scores[rule] = fn(data_source="chartqa_human", solution_str="<answer>2019</answer>", ground_truth="2018")
+    assert scores["standard"]["accuracy"] == 1.0 and scores["strict"]["accuracy"] == 0.0
+
+
 BBOXES = '{"x_values": {"2019": [0.1, 0.1, 0.4, 0.9], "2020": [0.5, 0.1, 0.9, 0.9]}, "y_values": {}}'
 CALL = '<tool_call>\n{{"name": "focus_on_x_values_with_mask", "arguments": {{"x_values": {labels}}}}}\n</tool_call>'
 TOOL_TURN = "\nuser\n<tool_response>\nMasked.\n</tool_response>\nassistant\n"

@@ -74,7 +74,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_test_accuracy(args: argparse.Namespace) -> int:
     """A train series' last checkpoint (``--run``) or a model folder (``--model``, the warm-started base) on the
-    test split: accuracy per question type next to the shuffled-image control (chartrl.evaluate.test_accuracy).
+    test split: accuracy per question type next to the shuffled-image control, the sampled rerun and, for a tool
+    policy, the tool-placebo control (chartrl.evaluate.test_accuracy).
 
     The numbers are also logged as metrics on the run ``{series}/test`` (``/seed{N}`` for an extra seed,
     ``/tools_{on|off}`` when ``--tools`` forces the setting), nested under the train run it read. A run of its
@@ -110,6 +111,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         seed=evaluate.seed,
         temperature=rollout.temperature,
         kv_reuse=rollout.kv_reuse,
+        year_rule=evaluate.year_rule,
     )
     write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
@@ -122,13 +124,79 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_test_curve(args: argparse.Namespace) -> int:
+    """Greedy test accuracy of every checkpoint a train series kept (``--run``), on the first
+    ``evaluate.curve_rows`` test questions (chartrl.evaluate.test_curve): ``--last`` (its test_accuracy.json) stands
+    for the last checkpoint and ``--start`` (the warm start's, when the run trained from it) for step 0. MLflow:
+    ``test_curve/accuracy`` per step on the run ``{series}/test_curve``, nested under the train run."""
+    import torch
+
+    from chartrl import tracking
+    from chartrl.data.contract import read_split
+    from chartrl.evaluate.test_accuracy import test_accuracy
+    from chartrl.evaluate.test_curve import chosen_steps, test_curve
+    from chartrl.files import write_json
+    from chartrl.model.policy import load_policy
+
+    spec = read_job_spec(
+        args.spec,
+        ("evaluate", "rollout", "prompts", "tools"),
+        entries=("series", "chosen"),
+        with_ids=("series",),
+        holds="the train series (with its id) and the checkpoint each eval series of it names, as rules/evaluate.smk "
+        "writes it",
+    )
+    evaluate, rollout = EvaluateConfig(**spec["evaluate"]), RolloutConfig(**spec["rollout"])
+    torch.set_num_threads(evaluate.threads)
+    rows = read_split(args.data)
+    rows = (rows[: evaluate.limit] if evaluate.limit else rows)[: evaluate.curve_rows]
+    series = spec["series"]
+    with_tools = bool(series.get("tools"))
+    run_json = Path(args.run)
+    last = json.loads(run_json.read_text())["last_step"]
+    reuse = {int(last): Path(args.last), **({0: Path(args.start)} if args.start else {})}
+
+    def evaluate_checkpoint(folder: Path, subset):
+        result = test_accuracy(
+            load_policy(folder),
+            subset,
+            with_tools=with_tools,
+            prompts=PromptConfig(**spec["prompts"]),
+            tools=tools_config(spec["tools"]),
+            max_new_tokens=rollout.max_new_tokens,
+            batch_size=rollout.batch_size,
+            seed=evaluate.seed,
+            kv_reuse=rollout.kv_reuse,
+            year_rule=evaluate.year_rule,
+            conditions=("test",),
+        )
+        return result["test"]["items"]
+
+    curve = test_curve(
+        run_json,
+        rows,
+        reuse=reuse,
+        chosen=chosen_steps(run_json, spec["chosen"]),
+        year_rule=evaluate.year_rule,
+        evaluate_checkpoint=evaluate_checkpoint,
+    )
+    write_json(args.out, {"series": series["id"], "with_tools": with_tools, **curve})
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = {**tracking.test_run_tags(series, with_tools, _parent(args.run), None), "stage": "test_curve"}
+    with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, spec) as run:
+        for point in curve["points"]:
+            run.log_metrics({"test_curve/accuracy": point["accuracy"], "test_curve/n": point["n"]}, step=point["step"])
+        run.log_artifact(args.out)
+    return 0
+
+
 METRIC_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /:]")
 """What MLflow refuses in a metric key (question types come from the data)."""
 
 
 def test_accuracy_metrics(result: dict[str, Any]) -> dict[str, float]:
     """``{condition}/accuracy``, ``{condition}/accuracy_{question type}``, ``{condition}/n`` and the format,
-    tool-call and correct-label rates, for each condition (test, test_shuffled_images, test_sampled)."""
+    tool-call and correct-label rates, for each condition (test, test_shuffled_images, test_sampled, test_placebo)."""
     from chartrl.evaluate.test_accuracy import CONDITIONS
 
     metrics: dict[str, float] = {}
@@ -151,17 +219,22 @@ def cmd_score(args: argparse.Namespace) -> int:
     from chartrl.files import write_json
     from chartrl.judge import log_judge_usage
 
-    spec = _spec(args.spec, ("judge",))
+    spec = _spec(args.spec, ("judge", "evaluate"))
     series = spec["series"]
     if args.scorer not in series.get("scorers", []) and not args.matrix:
         raise UsageError(
             f"series {series['id']} does not use scorer {args.scorer!r} (its scorers: {series.get('scorers')})"
         )
-    result, judge = score_generations(Path(args.generations), args.scorer, JudgeConfig.from_dict(spec["judge"]))
+    result, judge = score_generations(
+        Path(args.generations),
+        args.scorer,
+        JudgeConfig.from_dict(spec["judge"]),
+        EvaluateConfig(**spec["evaluate"]).year_rule,
+    )
     write_json(args.out, result)
     aggregate = result["aggregate"]
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer}
+    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer, "year_rule": aggregate["year_rule"]}
     if judge is not None:
         tags["judge"] = judge.describe().get("kind", judge.name)
     stage = "matrix" if args.matrix and args.scorer not in series.get("scorers", []) else "score"
@@ -233,6 +306,15 @@ def register(stages: argparse._SubParsersAction) -> None:
         "--extra-seed", type=int, default=None, help="the run read is an extra seed's: MLflow run {series}/test/seed{N}"
     )
     test.set_defaults(func=cmd_test_accuracy)
+
+    curve = stages.add_parser(
+        "test-curve", parents=[common], help="greedy test accuracy of every checkpoint a train series kept"
+    )
+    curve.add_argument("--data", required=True, help="the test split parquet")
+    curve.add_argument("--last", required=True, help="the series' test_accuracy.json: stands for its last checkpoint")
+    curve.add_argument("--start", default=None, help="the warm start's test_accuracy_tools_{on,off}.json: step 0")
+    curve.add_argument("--out", required=True, help="test_curve.json")
+    curve.set_defaults(func=cmd_test_curve)
 
     score = stages.add_parser("score", parents=[common], help="score generations with one scorer")
     score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel"])

@@ -525,6 +525,8 @@ class EvaluateConfig(Section):
     bootstrap_samples: int
     confidence: float
     gallery_size: int
+    year_rule: str
+    curve_rows: int
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,11 @@ def sample_responses(
     rows = list(rows[: evaluate.limit] if evaluate.limit else rows)
     chosen = rerank_subset(rows, rerank.questions)
     params = SamplingParams(
-        temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=rollout.max_new_tokens, greedy=False
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_new_tokens=rollout.max_new_tokens,
+        greedy=False,
+        kv_reuse=rollout.kv_reuse,
     )
     episodes = run_episodes(
         policy,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from chartrl.answers import DEFAULT_YEAR_RULE
 from chartrl.config import JudgeConfig
 from chartrl.errors import ChartrlError
 from chartrl.rewards import RewardInput, get_scorer
@@ -41,12 +42,15 @@ def reward_inputs(generations: Path) -> list[RewardInput]:
     return inputs
 
 
-def score_generations(generations: Path, scorer: str, judge_config: JudgeConfig) -> tuple[dict[str, Any], Any]:
-    """The scorer's output (aggregate + per-item verdicts) and the judge it used (None for rule)."""
+def score_generations(
+    generations: Path, scorer: str, judge_config: JudgeConfig, year_rule: str = DEFAULT_YEAR_RULE
+) -> tuple[dict[str, Any], Any]:
+    """The scorer's output (aggregate + per-item verdicts; the aggregate records ``year_rule``) and the judge it
+    used (None for rule)."""
     from chartrl.judge import judge_for_accuracy
 
     judge = judge_for_accuracy(SCORER_JUDGES[scorer], judge_config)
-    result = get_scorer(scorer)(reward_inputs(generations), judge)
+    result = get_scorer(scorer)(reward_inputs(generations), judge, year_rule)
     result["aggregate"]["generations"] = str(generations)
     check_judge_failures(result["aggregate"], judge_config.max_judge_failure_fraction)
     return result, judge

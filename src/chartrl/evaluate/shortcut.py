@@ -106,7 +106,12 @@ def sample_answers(
     from chartrl.rollout.sampling import SamplingParams
 
     torch.manual_seed(settings.seed)
-    params = SamplingParams(temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=rollout.max_new_tokens)
+    params = SamplingParams(
+        temperature=rollout.temperature,
+        top_p=rollout.top_p,
+        max_new_tokens=rollout.max_new_tokens,
+        kv_reuse=rollout.kv_reuse,  # no tool turn here (no-tool prompt): one pass, nothing to reuse
+    )
     return run_episodes(
         policy,
         control_rows(rows, settings),

@@ -1,4 +1,6 @@
-"""Test accuracy of one policy, per question type, next to its shuffled-image control.
+"""Test accuracy of one policy, per question type, next to its shuffled-image control, a sampled rerun and, for a
+tool policy, the tool-placebo control (the same greedy rollout, but a call that ran shows the unedited chart: an
+accuracy that survives it comes from the second look, not from the edit).
 
 Every train series (tool policies and no-tool baselines alike) and the warm-started starting point are read
 this way, greedy, on the same test questions, so the report can compare them question by question: the per-row
@@ -11,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from chartrl.answers import DEFAULT_YEAR_RULE
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
 from chartrl.rollout.checks import shuffled_rows
@@ -19,25 +22,30 @@ from chartrl.rollout.sampling import SamplingParams
 from chartrl.rollout.statistics import kept_labels, rollout_statistics
 
 log = logging.getLogger(__name__)
-CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
+CONDITIONS = ("test", "test_shuffled_images", "test_sampled", "test_placebo")
+"""``test_placebo`` only for a tool policy (a no-tool policy has no tool turn to show anything in)."""
 
 
-def episode_record(episode) -> dict[str, Any]:
+def episode_record(episode, year_rule: str = DEFAULT_YEAR_RULE) -> dict[str, Any]:
     """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool and
     whether that call kept every label the question is about."""
-    return question_record(episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode))
+    return question_record(
+        episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode), year_rule
+    )
 
 
-def question_record(row: Row, final_response: str, called: bool, kept: Sequence[str]) -> dict[str, Any]:
+def question_record(
+    row: Row, final_response: str, called: bool, kept: Sequence[str], year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
     """The record of one question answered with ``final_response``; ``called``: a tool was called, ``kept``: the
-    labels its first executed call kept."""
+    labels its first executed call kept; ``year_rule``: relaxed accuracy's rule for years (chartrl.answers)."""
     from chartrl.answers import answer_accuracy, is_well_formed
 
     about = [str(v) for v in row.extra.get("about") or []]
     return {
         "id": row.id,
         "question_type": row.extra.get("question_type", "unknown"),
-        "score": answer_accuracy(final_response, row.answer),
+        "score": answer_accuracy(final_response, row.answer, year_rule),
         "well_formed": bool(is_well_formed(final_response)),
         "tool_call": called,
         "correct_label": (set(about) <= set(kept)) if called and about else None,
@@ -75,43 +83,56 @@ def test_accuracy(
     seed: int,
     temperature: float = 1.0,
     kv_reuse: bool = True,
+    year_rule: str = DEFAULT_YEAR_RULE,
+    conditions: Sequence[str] = CONDITIONS,
 ) -> dict[str, Any]:
-    """Greedy rollouts on ``rows`` and on the same questions with shuffled charts, and sampled rollouts (at the
-    rollout ``temperature``) on ``rows``; a summary and the per-row records of each.
+    """Greedy rollouts on ``rows`` and on the same questions with shuffled charts, sampled rollouts (at the
+    rollout ``temperature``) on ``rows`` and, with tools, greedy rollouts on ``rows`` whose tool turns show the
+    unedited chart (the tool-placebo control); a summary and the per-row records of each of ``conditions``.
 
     The sampled condition reads the policy's distribution rather than its mode: a warm start that keeps the asked
     label in half of its calls already keeps it in every greedy call (the asked label is the likeliest single
     one), so what RL changes about the choice of label shows in the sampled correct-label share."""
     import torch
 
-    out: dict[str, Any] = {"with_tools": with_tools}
+    unknown = sorted(set(conditions) - set(CONDITIONS))
+    if unknown:
+        raise ValueError(f"unknown condition(s) {', '.join(unknown)}; valid conditions: {', '.join(CONDITIONS)}")
+    out: dict[str, Any] = {"with_tools": with_tools, "year_rule": year_rule}
     greedy = SamplingParams(max_new_tokens=max_new_tokens, greedy=True, kv_reuse=kv_reuse)
     sampled = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, kv_reuse=kv_reuse)
-    conditions = (
-        ("test", list(rows), greedy),
-        ("test_shuffled_images", shuffled_rows(rows, seed), greedy),
-        ("test_sampled", list(rows), sampled),
-    )
-    for condition, subset, params in conditions:
+    plan = {
+        "test": (lambda: list(rows), greedy, "edited"),
+        "test_shuffled_images": (lambda: shuffled_rows(rows, seed), greedy, "edited"),
+        "test_sampled": (lambda: list(rows), sampled, "edited"),
+        "test_placebo": (lambda: list(rows), greedy, "unedited"),
+    }
+    for condition in conditions:
+        if condition == "test_placebo" and not with_tools:
+            continue
+        subset, params, observation = plan[condition]
         torch.manual_seed(seed)
         episodes = run_episodes(
             policy,
-            subset,
+            subset(),
             with_tools=with_tools,
             n=1,
             params=params,
             prompt_config=prompts,
             tools=tools,
             batch_size=batch_size,
+            observation=observation,
         )
-        records = [episode_record(e) for e in episodes]
+        records = [episode_record(e, year_rule) for e in episodes]
         out[condition] = {**summarise(records), "protocol": rollout_statistics(episodes), "items": records}
         summary = out[condition]
         log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
     return out
 
 
-def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequence[Row]) -> list[dict[str, Any]]:
+def generation_test_records(
+    generations: Sequence[dict[str, Any]], rows: Sequence[Row], year_rule: str = DEFAULT_YEAR_RULE
+) -> list[dict[str, Any]]:
     """:func:`episode_record`'s record of each question from generations in the contract
     (``chartrl.rollout.generations``: what a verl generation job writes too), read from its first sample (a greedy
     evaluation has one): relaxed accuracy, format, tool call, and whether the first executed call kept every label
@@ -134,5 +155,7 @@ def generation_test_records(generations: Sequence[dict[str, Any]], rows: Sequenc
             if not error
         ]
         kept = labels_kept(executed)
-        out.append(question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept))
+        out.append(
+            question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept, year_rule)
+        )
     return out

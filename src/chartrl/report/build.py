@@ -9,6 +9,7 @@ from typing import Any
 
 from chartrl.config import Config
 from chartrl.files import write_atomically, write_json
+from chartrl.report import testcurves
 from chartrl.report.collect import collect, eval_series_of_generations, limits
 from chartrl.report.figures import PANELS, curves_figure, reward_parts_figure
 from chartrl.report.gallery import charts_by_id, gallery_items
@@ -80,6 +81,7 @@ def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]
         panels=panels,
         galleries=galleries,
         plotly_js=plotly.offline.get_plotlyjs(),
+        testcurves_figure=testcurves.curve_figure(metrics),
         fmt=fmt,
     )
     metrics["limits"] = limits(metrics, config)

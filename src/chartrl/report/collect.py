@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
+from chartrl.report import testcurves
 from chartrl.report.comparisons import comparisons
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
@@ -134,8 +135,8 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
     tables = {
         name: {
             condition: _accuracy_table(data[condition], config)
-            for condition in ("test", "test_shuffled_images", "test_sampled")
-            if condition in data  # test_sampled: absent from files written before it existed
+            for condition in ("test", "test_shuffled_images", "test_sampled", "test_placebo")
+            if condition in data  # test_sampled, test_placebo: absent from files written before they existed
         }
         for name, data in raw.items()
     }
@@ -193,7 +194,7 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
     raw = {}
     for sid, owner in sources.items():
         generations = pq.read_table(results / "eval" / owner / "generations.parquet").to_pylist()
-        records = generation_test_records(generations, rows)
+        records = generation_test_records(generations, rows, config.evaluate.year_rule)
         raw[sid] = {"test": {**summarise(records), "items": records, "generations": owner}}
     return raw, sources
 
@@ -371,6 +372,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "comparisons": comparisons(config, results, train),
         "rerank": collect_rerank(results, config),
         "shortcut_filter": collect_shortcut(config, results),
+        **testcurves.collect_section(results, config),
         "missing": missing,
     }
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chartrl.answers import answer_accuracy, extract_answer
+from chartrl.answers import DEFAULT_YEAR_RULE, answer_accuracy, extract_answer
 from chartrl.config import JudgeConfig, parse_reward_spec
 from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
 from chartrl.rewards.inputs import RewardInput
@@ -109,11 +109,12 @@ class Reward:
         if self.accuracy_signal == "own":
             rewards = [self.definition.combine(item, self.params) for item in items]
             return Evaluation([self._select(r) for r in rewards], [None] * len(items))
+        year_rule = self.params.get("year_rule", DEFAULT_YEAR_RULE)  # a reward whose schema offers no year_rule
         if self.accuracy_signal == "rule":
-            accuracies = [(answer_accuracy(item.response, item.ground_truth), 0.0) for item in items]
+            accuracies = [(answer_accuracy(item.response, item.ground_truth, year_rule), 0.0) for item in items]
             verdicts: list[Verdict | None] = [None] * len(items)
         else:
-            accuracies, verdicts = judged_accuracies(items, self.judge)
+            accuracies, verdicts = judged_accuracies(items, self.judge, year_rule)
         rewards = [
             self._select(self.definition.combine(accuracy, item, self.params, failure))
             for item, (accuracy, failure) in zip(items, accuracies, strict=True)
@@ -125,9 +126,10 @@ class Reward:
 
 
 def judged_accuracies(
-    items: Sequence[RewardInput], judge: Judge
+    items: Sequence[RewardInput], judge: Judge, year_rule: str = DEFAULT_YEAR_RULE
 ) -> tuple[list[tuple[float, float]], list[Verdict | None]]:
-    """(accuracy, judge_failure) per item and the verdicts, judging the batch's answers concurrently."""
+    """(accuracy, judge_failure) per item and the verdicts, judging the batch's answers concurrently; an item the
+    judge gives no verdict gets the rule's relaxed accuracy under ``year_rule``."""
     answers = [extract_answer(item.response) for item in items]
     asked = [i for i, answer in enumerate(answers) if answer is not None]
     batch = [JudgeItem(items[i].question, items[i].ground_truth, answers[i]) for i in asked]  # type: ignore[arg-type]
@@ -139,7 +141,7 @@ def judged_accuracies(
         if verdict is None:
             accuracies.append((0.0, 0.0))  # no answer tag: accuracy 0, nothing asked
         elif verdict.failed:
-            accuracies.append((answer_accuracy(item.response, item.ground_truth), 1.0))
+            accuracies.append((answer_accuracy(item.response, item.ground_truth, year_rule), 1.0))
         else:
             accuracies.append((float(verdict.score), 0.0))  # type: ignore[arg-type]  # not failed: a number
     return accuracies, verdicts

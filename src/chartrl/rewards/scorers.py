@@ -3,7 +3,8 @@
 
 A scorer takes the scored items (one :class:`RewardInput` per generation) and returns::
 
-    {"aggregate": {"scorer", "accuracy", "n", "judged", "judge_failures", "tool_call_ratio", "tool_success",
+    {"aggregate": {"scorer", "year_rule", "accuracy", "n", "judged", "judge_failures", "tool_call_ratio",
+                   "tool_success",
                    "by_subset": {"human": {"accuracy", "n"}, "augmented": {...}, ...},
                    "judge": {...}, "sent_to_judge", "not_sent", "judge_failure_fraction"},
      "items": [{"id", "verdict", "accuracy", "answer", "subset", "data_source", "tool_calls", "tool_outcome",
@@ -15,6 +16,8 @@ A scorer takes the scored items (one :class:`RewardInput` per generation) and re
   was asked: scored incorrect, as the rule does) and ``judge_failures`` (asked, no readable verdict after every
   retry); ``judge_failure_fraction`` is the failures' share of ``sent_to_judge`` (None when nothing was sent),
   which the score stage bounds by ``judge.max_judge_failure_fraction``.
+- ``year_rule``: relaxed accuracy's rule for year targets (``chartrl.answers``; ``standard`` is ChartQA's own
+  evaluation, ``strict`` wants the year itself), the ``evaluate.year_rule`` the score stage passes.
 - ``tool_call_ratio``: the share of items with at least one tool call; ``tool_success``: the share of those whose
   tool outcome is ``executed`` (None when no item called a tool).
 - ``judge`` describes the judge (``kind`` says "reference (not an LLM)" for the offline judge), so every place
@@ -26,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chartrl.answers import extract_answer
+from chartrl.answers import DEFAULT_YEAR_RULE, extract_answer
 from chartrl.judge.base import Judge
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Reward, get_reward
@@ -99,27 +102,33 @@ def _score(scorer: str, reward: Reward, items: Sequence[RewardInput]) -> dict[st
             if verdict is not None and verdict.votes:
                 record["votes"] = {name: vote.label for name, vote in verdict.votes.items()}
         scored.append(record)
-    summary = {"scorer": scorer, **aggregate(scored)}
+    summary = {"scorer": scorer, "year_rule": reward.params["year_rule"], **aggregate(scored)}
     if reward.judge is not None:
         summary["judge"] = reward.judge.describe()
     return {"aggregate": summary, "items": scored}
 
 
-def score_rule(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
-    """Relaxed accuracy (the v1_rule reward)."""
-    return _score("rule", get_reward("v1_rule"), items)
+def score_rule(
+    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
+    """Relaxed accuracy (the v1_rule reward) under ``year_rule`` (``standard``: ChartQA's own evaluation)."""
+    return _score("rule", get_reward("v1_rule", {"year_rule": year_rule}), items)
 
 
-def score_judge(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
-    """The judge's verdicts (the v1_judge reward)."""
-    return _score("judge", get_reward("v1_judge", judge=judge), items)
+def score_judge(
+    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
+    """The judge's verdicts (the v1_judge reward); ``year_rule`` grades the items the judge gives no verdict."""
+    return _score("judge", get_reward("v1_judge", {"year_rule": year_rule}, judge=judge), items)
 
 
-def score_panel(items: Sequence[RewardInput], judge: Judge | None = None) -> dict[str, Any]:
+def score_panel(
+    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
     """The panel's combined verdicts (the v1_judge reward with a panel); ``judge`` must be a panel."""
     if judge is not None and not hasattr(judge, "members"):
         raise ValueError(f"the panel scorer needs a judge panel (chartrl.judge.build_panel), not {judge.name!r}")
-    return _score("panel", get_reward("v1_judge", judge=judge), items)
+    return _score("panel", get_reward("v1_judge", {"year_rule": year_rule}, judge=judge), items)
 
 
 SCORERS: dict[str, Scorer] = {"rule": score_rule, "judge": score_judge, "panel": score_panel}

@@ -4,6 +4,8 @@ Pass 1 samples ``n`` responses per prompt and stops at ``</tool_call>`` or at th
 parsed and executed on the chart (a malformed or failing call gets an error observation: a model's mistake is
 data), the observation is appended as a ``tool`` message and pass 2 continues the same token stream and samples
 the answer. ``tools.max_tool_turns`` tool turns are allowed (default 1: two passes); no-tool series run one pass.
+With ``observation="unedited"`` (the tool-placebo control) a call that ran shows the unedited chart instead of the
+edited one, everything else the same (``chartrl.tools.unedited_observation``).
 
 Tokens are built with verl's Qwen-VL Continuous Token builder: the prompt by ``build_initial_tokens``, each
 assistant pass appended as sampled, each tool turn by ``merge_context_tokens`` (its text and image tokens get
@@ -26,6 +28,8 @@ from chartrl.rollout import conversation
 from chartrl.rollout.sampling import SamplingParams, sample
 
 log = logging.getLogger(__name__)
+OBSERVATIONS = ("edited", "unedited")
+"""What a tool turn shows: the edited chart, or (the tool-placebo control) the unedited chart."""
 
 
 @dataclass
@@ -49,6 +53,8 @@ class Episode:
     """Completions that sampled a vision special token (cut off there, the episode ended): counted, never a crash."""
     truncated: bool = False
     done: bool = False
+    observation: str = "edited"
+    """``edited``, or ``unedited``: the tool-placebo control shows the original chart after a call that ran."""
 
     @property
     def runtime_ids(self) -> list[int]:
@@ -107,12 +113,18 @@ def run_episodes(
     tools: ToolsConfig,
     batch_size: int,
     stats: list[dict[str, float]] | None = None,
+    observation: str = "edited",
 ) -> list[Episode]:
     """Roll out ``n`` episodes per row; returns them grouped by row (row-major). When ``stats`` is a list, one
     dict per generation pass is appended: sequences, prefill tokens (the whole input of each sequence), the tokens
     whose keys/values the previous pass computed for these sequences, how many of those the prefill reused
-    (``params.kv_reuse``) and how many it computed again, sampled tokens, seconds (wall and this process's CPU)."""
+    (``params.kv_reuse``) and how many it computed again, sampled tokens, seconds (wall and this process's CPU).
+    ``observation``: one of OBSERVATIONS."""
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"unknown observation {observation!r}; valid observations: {', '.join(OBSERVATIONS)}")
     episodes = start_episodes(policy, rows, with_tools=with_tools, n=n, prompt_config=prompt_config, tools=tools)
+    for episode in episodes:
+        episode.observation = observation
     passes = tools.max_tool_turns + 1 if with_tools else 1
     stop_ids = [policy.ids.eos] + ([policy.ids.tool_call_end] if policy.ids.tool_call_end is not None else [])
     computed: dict[int, int] = {}  # episode index -> tokens whose keys/values the previous pass computed
@@ -189,10 +201,12 @@ def apply_pass(policy, episode: Episode, sampled, *, last_pass: bool, tools: Too
 
 
 def _tool_turn(policy, episode: Episode, text: str, sampled, tools: ToolsConfig) -> None:
-    from chartrl.tools import run_tool_text
+    from chartrl.tools import run_tool_text, unedited_observation
 
     row = episode.row
     outcome = run_tool_text(text, episode.images[0], row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
+    if episode.observation == "unedited":
+        outcome = unedited_observation(outcome, episode.images[0])
     episode.tool_outcomes.append(outcome.outcome)
     episode.tool_error_kinds.append(outcome.error_kind or "")
     episode.tool_call_texts.append(text)

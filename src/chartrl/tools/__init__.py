@@ -10,7 +10,7 @@ The rollout imports from here::
 - chartrl.tools.pixels        the pixel edits and the zoom size rules
 - chartrl.tools.registry      TOOLS (each tool's argument kind), tool_schemas, argument checks against the schemas
 - chartrl.tools.protocol      the <tool_call> format and its parser
-- chartrl.tools.execute       apply_tool_call, run_tool_text
+- chartrl.tools.execute       apply_tool_call, run_tool_text, unedited_observation (the tool-placebo control)
 """
 
 from chartrl.tools.boxes import ChartBoxesError, read_bboxes
@@ -25,7 +25,7 @@ from chartrl.tools.calls import (
     ToolOutcome,
     ToolResult,
 )
-from chartrl.tools.execute import apply_tool_call, chart_labels, run_tool_text
+from chartrl.tools.execute import apply_tool_call, chart_labels, run_tool_text, unedited_observation
 from chartrl.tools.focus import (
     focus_on_x_values_with_draw,
     focus_on_x_values_with_highlight,
@@ -66,5 +66,6 @@ __all__ = [
     "read_bboxes",
     "run_tool_text",
     "tool_schemas",
+    "unedited_observation",
     "zoom_in",
 ]

@@ -1,8 +1,10 @@
 """Running tool calls on a chart: one call (:func:`apply_tool_call`), or one assistant turn, parsed and run
-(:func:`run_tool_text`, what the two-pass rollout calls between its passes)."""
+(:func:`run_tool_text`, what the two-pass rollout calls between its passes); and the tool-placebo control's
+observation (:func:`unedited_observation`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from chartrl.tools.boxes import BoxesInput, read_bboxes
@@ -58,6 +60,17 @@ def run_tool_text(
         results=results,
         images=tuple(r.image for r in results if r.ok),
     )
+
+
+def unedited_observation(outcome: ToolOutcome, image: ChartImage) -> ToolOutcome:
+    """The tool-placebo control: ``outcome`` with every image a call returned replaced by the unedited chart
+    (``image``), everything else as it was (the call, its outcome, its observation line; a failed or malformed
+    call returned no image and stays as it is). A second pass that answers as well from this as from the edited
+    chart owes its accuracy to the second look, not to the edit."""
+    if not outcome.images:
+        return outcome
+    chart = as_rgb(image)
+    return dataclasses.replace(outcome, images=tuple(chart.copy() for _ in outcome.images))
 
 
 def chart_labels(bboxes: BoxesInput) -> Mapping[str, list[str]]:
