@@ -24,6 +24,8 @@ from chartrl.evaluate.shortcut import (
     split_control_id,
 )
 
+from conftest import dataset_from
+
 
 def settings(**values) -> ShortcutFilterConfig:
     return ShortcutFilterConfig.from_dict(validate_fragment(values, "shortcut_filter", "shortcut_filter"))
@@ -207,8 +209,6 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     from chartrl.config import to_plain
     from chartrl.data.contract import read_split, write_split
     from chartrl.data.stage import collect_split
-
-    from conftest import dataset_from
 
     dataset = dataset_from(
         {
