@@ -48,7 +48,7 @@ rule score:
     output:
         "results/eval/{series}/scores_{scorer}.json",
     params:
-        spec=eval_job_spec("judge", "evaluate"),
+        spec=score_job_spec,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -80,7 +80,7 @@ rule matrix_score:
     output:
         "results/eval/{series}/matrix_scores_{scorer}.json",
     params:
-        spec=eval_job_spec("judge"),
+        spec=score_job_spec,  # a matrix cell is scored as the score rule scores
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:

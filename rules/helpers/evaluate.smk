@@ -104,6 +104,7 @@ def verl_generate_overrides(wildcards):
     return shlex.join(eval_overrides(CFG, wildcards.series, os.getcwd()))
 
 
+score_job_spec = eval_job_spec("judge", "evaluate")  # the score and matrix_score rules (the judge, the year rule)
 generate_job_spec = eval_job_spec("evaluate", "rollout", "prompts", "tools", *(("model", "verl") if VERL else ()))
 
 
