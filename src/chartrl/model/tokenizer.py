@@ -35,6 +35,13 @@ QWEN2_PRETOKENIZE = (
 LETTER_LABELS = tuple("ABCDEFGH")
 
 
+# Prompt templates only a model behind an endpoint reads (the best-of-N external scorer's), never the policy: they stay
+# out of the corpus, since any text added to it changes the tokenizer's merges, hence the tiny model and every result
+# built on it (adding rerank_score.jinja did). The judge templates were in the corpus before this rule and stay, for
+# the same reason.
+ENDPOINT_ONLY_TEMPLATES = ("rerank_score",)
+
+
 def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterator[str]:
     """Deterministic training text for the tokenizer."""
     from chartrl import prompts
@@ -66,6 +73,8 @@ def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterat
         keep = rng.sample(letters, rng.randint(1, 2))
         yield f"What is the value of {keep[0]}? <answer>{rng.randint(1, 10) * 10}</answer>"
     for template in prompts.template_names():
+        if template in ENDPOINT_ONLY_TEMPLATES:
+            continue
         yield prompts.template_source(template)
         if template.startswith("tool_use"):
             yield prompts.render(template, question="What is the value for 2019?", tools=schemas, labels=None)
