@@ -157,6 +157,7 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     evaluation |= {"e9/diagonal", "e14/diagonal", "report", "e4/rerank", "e4/rerank/rule"}
     evaluation |= {f"{s}/matrix/{c}" for s, c in MATRIX}
     evaluation |= {"synthchart/shortcut_filter"}
+    evaluation |= {f"{s}/test_curve" for s in CURVE_SERIES}  # the test curve of every series an eval series reads
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
     expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
@@ -367,7 +368,8 @@ def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     match = re.search(r'data-selfcheck="([^"]*)"', dom.stdout)
     assert match, dom.stderr[-2000:]
     check = json.loads(match.group(1).replace("&quot;", '"'))
-    assert check["plots"] == 6 and check["plots_rendered"] == 6  # two figures per reward generation
+    # two figures per reward generation and the test curve
+    assert check["plots"] == 7 and check["plots_rendered"] == 7
     assert check["images"] > 0 and check["images_loaded"] == check["images"]
     assert check["errors"] == [] and "Uncaught" not in dom.stderr
     shot = tmp_path / "report.png"
