@@ -282,12 +282,18 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(stages: argparse._SubParsersAction) -> None:
+def eval_arguments() -> argparse.ArgumentParser:
+    """The arguments every evaluation command takes (a parent parser): the job spec, the run, MLflow."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--spec", required=True, help="JSON: the eval series (with id), its train series and sections")
     common.add_argument("--run", default=None, help="the train series' run.json (checkpoints, parent MLflow run)")
     common.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
     common.add_argument("--experiment", default="chartrl")
+    return common
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    common = eval_arguments()
 
     generate = stages.add_parser("generate", parents=[common], help="generations of a checkpoint on the test split")
     generate.add_argument("--data", required=True, help="the test split parquet")

@@ -150,11 +150,9 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
 
 
 def register(stages: argparse._SubParsersAction) -> None:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--spec", required=True, help="JSON: the eval series (with id), its train series and sections")
-    common.add_argument("--run", default=None, help="the train series' run.json (checkpoints, parent MLflow run)")
-    common.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
-    common.add_argument("--experiment", default="chartrl")
+    from chartrl.commands.evaluate import eval_arguments
+
+    common = eval_arguments()
 
     sample = stages.add_parser("rerank", parents=[common], help="N sampled responses per test question (best-of-N)")
     sample.add_argument("--data", required=True, help="the test split parquet")

@@ -88,26 +88,9 @@ class OpenAIScorer(OpenAIJudge):
 
     @classmethod
     def from_rerank(cls, settings, cache=None) -> OpenAIScorer:
-        """From an eval series' ``rerank.scorer`` settings (chartrl.config.RerankScorerConfig)."""
-        from chartrl.judge.cache import VerdictCache
-
-        return cls(
-            "rerank_scorer",
-            base_url=settings.base_url,
-            model=settings.model,
-            api_key_env=settings.api_key_env,
-            template=settings.template,
-            json_mode=settings.json_mode,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            max_response_chars=settings.max_response_chars,
-            max_concurrency=settings.max_concurrency,
-            max_retries=settings.max_retries,
-            backoff_initial_s=settings.backoff_initial_s,
-            backoff_max_s=settings.backoff_max_s,
-            timeout_s=settings.timeout_s,
-            cache=cache if cache is not None else VerdictCache(settings.cache_path),
-        )
+        """From an eval series' ``rerank.scorer`` settings (chartrl.config.RerankScorerConfig): the judge's client
+        settings, under the name ``rerank_scorer``."""
+        return cls.from_config(settings, "rerank_scorer", cache)
 
     def _messages(self, item: JudgeItem, use_json: bool) -> list[dict[str, Any]]:
         from chartrl import prompts
