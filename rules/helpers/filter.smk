@@ -3,13 +3,8 @@
 FILTER_CODE = package_sources("evaluate/shortcut.py", "commands/shortcut.py", "rollout", "answers.py", "data")
 if VERL:
     FILTER_CODE += package_sources("verl_backend/shortcut.py")
-# Datasets whose train split some train series trains on and whose section sets shortcut_filter: each gets the
-# stage (answers, decision, filtered split, card), whether or not a series opts in to the filtered split.
-FILTER_DATASETS = [
-    name
-    for name in dict.fromkeys(s.dataset for s in CFG.train_series)
-    if name in CFG.datasets and CFG.datasets[name].shortcut_filter is not None
-]
+# Datasets that get the stage (answers, decision, filtered split, card): chartrl.config Config.filtered_datasets.
+FILTER_DATASETS = CFG.filtered_datasets
 
 
 ANSWER_SECTIONS = ("rollout", "prompts", "tools", "evaluate") + (("model", "verl") if VERL else ())

@@ -579,6 +579,13 @@ class Config:
     def eval_series(self) -> list[EvalSeries]:
         return [s for s in self.series.values() if isinstance(s, EvalSeries)]
 
+    @property
+    def filtered_datasets(self) -> list[str]:
+        """Datasets that get the shortcut-filter stage: a train series trains on the dataset and its section sets
+        ``shortcut_filter``, whether or not a series opts in to the filtered split."""
+        trained = dict.fromkeys(s.dataset for s in self.train_series)
+        return [name for name in trained if name in self.datasets and self.datasets[name].shortcut_filter is not None]
+
     def keep_steps(self, train_id: str) -> tuple[int, ...]:
         """The checkpoint steps of train series ``train_id`` that an eval series names: saved and never pruned
         (``keep_last`` keeps only the newest, so an early named step would otherwise be gone when it is evaluated)."""

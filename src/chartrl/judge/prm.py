@@ -27,7 +27,7 @@ from typing import Any
 from chartrl.judge.base import JudgeItem
 from chartrl.judge.openai_judge import OpenAIJudge
 from chartrl.judge.prompt import quote_data
-from chartrl.judge.verdict import _json_objects
+from chartrl.judge.verdict import json_objects
 
 KIND = "external scorer (OpenAI-compatible endpoint)"
 _NUMBER = r"([-+]?\d+(?:\.\d+)?|[-+]?\.\d+)\s*(%?)"
@@ -64,7 +64,7 @@ def _unit_score(value: Any, percent: bool = False) -> float | None:
 def parse_score(reply: str) -> float | None:
     """The score in [0, 1] a reply gives (the last ``{"score": p}`` object, else the last ``SCORE: p`` line), or
     None when it gives none or one outside [0, 1]."""
-    for value in reversed(_json_objects(reply)):
+    for value in reversed(json_objects(reply)):
         if isinstance(value, dict) and "score" in value:
             raw = value["score"]
             if isinstance(raw, str) and raw.strip().endswith("%"):

@@ -32,7 +32,7 @@ def _json_verdict(value: object) -> bool | None:
     return None
 
 
-def _json_objects(text: str) -> list[object]:
+def json_objects(text: str) -> list[object]:
     """Every JSON object that parses, found at each ``{`` of the text (and inside code fences)."""
     decoder = json.JSONDecoder()
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
@@ -49,7 +49,7 @@ def _json_objects(text: str) -> list[object]:
 
 def parse_verdict(reply: str) -> bool | None:
     """True (correct), False (incorrect) or None (unreadable) for a judge reply."""
-    verdicts = [v for v in map(_json_verdict, _json_objects(reply)) if v is not None]
+    verdicts = [v for v in map(_json_verdict, json_objects(reply)) if v is not None]
     if verdicts:
         return verdicts[-1]
     lines = [m.group(1).lower() for m in map(_LINE.match, reply.strip().splitlines()) if m]

@@ -12,17 +12,10 @@ from typing import Any
 from chartrl.config import Config
 
 
-def filtered_datasets(config: Config) -> list[str]:
-    """Datasets that get the filter stage (as rules/helpers/filter.smk): a train series trains on the dataset and
-    its section sets ``shortcut_filter``."""
-    trained = dict.fromkeys(s.dataset for s in config.train_series)
-    return [name for name in trained if name in config.datasets and config.datasets[name].shortcut_filter is not None]
-
-
 def collect_shortcut(config: Config, results: Path) -> dict[str, Any]:
     """Dataset -> its filter card, with the train series that read the filtered split (``trained_on_by``)."""
     out = {}
-    for name in filtered_datasets(config):
+    for name in config.filtered_datasets:
         path = Path(results) / "filter" / name / "card.json"
         if path.is_file():
             card = json.loads(path.read_text())
@@ -35,7 +28,7 @@ def shortcut_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str
     """One panel per filtered dataset (its card's tables), or one panel saying that no dataset is filtered."""
     from chartrl.report.panels import _panel
 
-    datasets = filtered_datasets(config)
+    datasets = config.filtered_datasets
     if not datasets:
         reason = (
             "shortcut filter: not run; no dataset that a train series trains on sets shortcut_filter "
