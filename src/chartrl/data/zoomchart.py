@@ -56,7 +56,7 @@ def draw_chart(rng: random.Random, size: tuple[int, int], text_px: int) -> tuple
     numbers = rng.sample(range(10, 100), len(CORNERS))
     asked = rng.randrange(len(CORNERS))
     region: list[float] = []
-    for k, (corner, number) in enumerate(zip(CORNERS, numbers, strict=True)):
+    for k, number in enumerate(numbers):
         # each box sits somewhere in its own quadrant, clear of the quadrant's edges
         qx, qy = (k % 2) * width // 2, (k // 2) * height // 2
         x = qx + rng.randrange(width // 16, width // 2 - frame_w - width // 16)
