@@ -27,7 +27,7 @@ def test_the_overlay_plans_the_recipe_jobs_on_verl(tmp_path):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.MULTILINE))
     assert jobs["train"] == "2" and jobs["generate"] == "2" and jobs["score"] == "4"
     assert "base_model" not in jobs and "warmstart" not in jobs  # model.path: Qwen2.5-VL-7B-Instruct
-    assert "chartrl verl train" in dry.stdout or "verl" in dry.stdout
+    assert dry.stdout.count("chartrl verl train") == 2  # d1 and d2, on the verl backend
     assert not re.search(r"series=e\d+", dry.stdout)  # the study's series stay defined but do not run
 
 
@@ -82,7 +82,7 @@ def test_the_judge_scores_over_the_openai_protocol_and_the_report_shows_the_reci
     judged = json.loads((workdir / "results/eval/d3/scores_judge.json").read_text())
     assert judged["aggregate"]["n"] == 6
     sent = judged["aggregate"].get("judged", judged["aggregate"]["n"])
-    assert requests >= 0 and (requests > 0 or sent == 0)
+    assert sent == 6 and requests > 0  # every test answer went to the OpenAI-protocol judge
     metrics = json.loads((workdir / "results/report/metrics.json").read_text())
     section = metrics["deepeyes"]["series"]["d1"]
     assert [s["step"] for s in section["per_step"]["steps"]] == [1, 2]

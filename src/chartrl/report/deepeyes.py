@@ -100,35 +100,33 @@ def _per_sample(path: Path, config: Config) -> dict[str, Any]:
 
 def _test(results: Path, config: Config, train_id: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for series in config.eval_series:
-        if series.of != train_id:
-            continue
+    evals = [s for s in config.eval_series if s.of == train_id]
+    for series in evals:
         for scorer in series.scorers:
             path = results / "eval" / series.id / f"scores_{scorer}.json"
             if not path.is_file():
                 continue
             data = json.loads(path.read_text())
-            scores = [float(i["score"]) for i in data.get("items", []) if i.get("score") is not None]
+            # items without a verdict (judge failures) carry no accuracy and stay out, as in the scores file
+            scores = [float(i["accuracy"]) for i in data.get("items", []) if i.get("accuracy") is not None]
             out[f"{series.id}/{scorer}"] = {
                 "series": series.id,
                 "scorer": scorer,
+                "dataset": series.dataset,
                 "checkpoint": series.checkpoint,
                 **_interval(scores, config),
             }
     start = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
-    if start.is_file():
-        data = json.loads(start.read_text())
-        overall = (data.get("conditions") or {}).get("test", {}).get("overall") or data.get("overall")
-        if isinstance(overall, Mapping) and overall.get("accuracy") is not None:
-            out["start/rule"] = {
-                "series": "warm-started model (tools on)",
-                "scorer": "rule",
-                "checkpoint": 0,
-                "mean": overall["accuracy"],
-                "low": overall.get("low"),
-                "high": overall.get("high"),
-                "n": overall.get("n"),
-            }
+    same_data = any(s.dataset == config.evaluate.dataset for s in evals)  # the start is tested on evaluate.dataset
+    if start.is_file() and same_data:  # the starting policy, tools on (local backend: the warm-started tiny model)
+        items = json.loads(start.read_text())["test"]["items"]
+        out["start/rule"] = {
+            "series": "warm-started model (tools on)",
+            "scorer": "rule",
+            "dataset": config.evaluate.dataset,
+            "checkpoint": 0,
+            **_interval([float(i["score"]) for i in items], config),
+        }
     return out
 
 
