@@ -171,3 +171,14 @@ def test_verl_loads_the_zoom_tool_and_bad_boxes_come_back_as_error_text(deepeyes
         assert response.text.startswith("Error: ") and response.image is None, arguments
         assert metrics["ok"] is False and metrics["error_kind"] in ("bad_box", "bad_arguments"), arguments
         assert reward == 0.0
+
+
+def test_tool_calls_per_step_come_from_verls_num_turns_as_the_recipe_reads_them():
+    """verl's tool agent loop counts num_turns = user turns + assistant turns + 1, so k zoom calls make 2k + 2
+    turns; the export adds rollout/tool_calls = num_turns / 2 - 1 (the recipe's README formula) for the report and
+    MLflow."""
+    from chartrl.verl_backend.metrics import with_aliases
+
+    out = with_aliases({"critic/score/mean": 0.5, "num_turns/mean": 3.5, "num_turns/max": 10.0, "num_turns/min": 2.0})
+    assert out["rollout/tool_calls"] == 0.75 and out["rollout/tool_calls_max"] == 4.0
+    assert "rollout/tool_calls" not in with_aliases({"critic/score/mean": 0.5})  # nothing invented

@@ -671,15 +671,15 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
 
 
 def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The config with ``series`` narrowed to ``only_series`` (when set): a recipe overlay's way to run its own
+    """The config with ``series`` narrowed to ``run_series`` (when set): a recipe overlay's way to run its own
     series without the default's (overlays merge ``series:`` key by key, so none can be removed)."""
-    only = resolved.get("only_series")
+    only = resolved.get("run_series")
     if only is None:
         return dict(resolved)
     unknown = [sid for sid in only if sid not in resolved["series"]]
     if unknown:
         raise ConfigError(
-            f"config key 'only_series': {', '.join(unknown)} name(s) no series; series are: "
+            f"config key 'run_series': {', '.join(unknown)} name(s) no series; series are: "
             f"{', '.join(resolved['series'])}"
         )
     return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}}
