@@ -144,7 +144,7 @@ BAD_BOXES = [
     {"bbox_2d": [0.1, 0.1, 0.5]},  # three numbers
     {"bbox_2d": "the top left"},  # not a list
     {"bbox_2d": [0, 0, 10**400, 1]},  # an integer no float holds
-    {"bbox_2d": [0.0, 0.0, 1.0, 0.001]},  # a sliver the image processor refuses
+    {"bbox_2d": [0.0, 0.0, float("nan"), 1.0]},  # not a finite number
     {"bbox_2d": [226, 399, 265, 464]},  # the recipe's pixel boxes: outside [0, 1] here
     {"box": [0, 0, 1, 1]},  # the wrong argument name
     ["not", "an", "object"],
