@@ -20,7 +20,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from chartrl.config.schema import validate_fragment
+from chartrl.config.schema import ConfigError, validate_fragment
 
 SPLITS = ("train", "val", "test")
 
@@ -677,8 +677,24 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
     )
 
 
+def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with ``series`` narrowed to ``run_series`` (when set): a recipe overlay's way to run its own
+    series without the default's (overlays merge ``series:`` key by key, so none can be removed)."""
+    only = resolved.get("run_series")
+    if only is None:
+        return dict(resolved)
+    unknown = [sid for sid in only if sid not in resolved["series"]]
+    if unknown:
+        raise ConfigError(
+            f"config key 'run_series': {', '.join(unknown)} name(s) no series; series are: "
+            f"{', '.join(resolved['series'])}"
+        )
+    return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}}
+
+
 def typed_config(resolved: Mapping[str, Any]) -> Config:
     """The typed view of a config validated against the schema (defaults filled)."""
+    resolved = selected_series(resolved)
     shared = resolved["data"]
     return Config(
         resolved=_frozen(resolved),

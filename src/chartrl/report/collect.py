@@ -14,6 +14,7 @@ from typing import Any
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report import testcurves
 from chartrl.report.comparisons import comparisons
+from chartrl.report.deepeyes import collect_deepeyes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
 
@@ -372,6 +373,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "comparisons": comparisons(config, results, train),
         "rerank": collect_rerank(results, config),
         "shortcut_filter": collect_shortcut(config, results),
+        **({"deepeyes": section} if (section := collect_deepeyes(results, config)) else {}),
         **testcurves.collect_section(results, config),
         "missing": missing,
     }

@@ -282,7 +282,15 @@ def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, 
 
     curves = [p for g in generations for p in curve_panels(metrics, config, g)]
     tables = table_panels(metrics, config) + testcurves.panels(metrics, config) + comparison_panels(metrics, config)
-    return curves + tables + rerank_panels(metrics, config) + shortcut_panels(metrics, config)
+    from chartrl.report.deepeyes import deepeyes_panels
+
+    return (
+        curves
+        + tables
+        + rerank_panels(metrics, config)
+        + shortcut_panels(metrics, config)
+        + deepeyes_panels(metrics, config)
+    )
 
 
 def panel_problems(report_dir: str | Path) -> list[str]:

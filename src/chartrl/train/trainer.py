@@ -128,6 +128,16 @@ TRAIN_METRIC_NAMES = {
 have (``rollout/...`` and ``val/...``, the names the report and verl's translated metrics share)."""
 
 
+def tool_call_counts(episodes: Sequence[Any], prefix: str, max_tool_turns: int) -> dict[str, float]:
+    """Tool calls per episode (``{prefix}/tool_calls``: the mean; ``_max``), the figure DeepEyes reports per step,
+    logged when several tool turns are allowed (``tools.max_tool_turns`` > 1); with one turn an episode makes at
+    most one call and ``tool_call_ratio`` already is that mean, so nothing is added."""
+    if max_tool_turns <= 1 or not episodes:
+        return {}
+    counts = [len(e.tool_outcomes) for e in episodes]
+    return {f"{prefix}/tool_calls": sum(counts) / len(counts), f"{prefix}/tool_calls_max": float(max(counts))}
+
+
 def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
     from chartrl.answers import is_well_formed
     from chartrl.rollout.statistics import rollout_statistics
@@ -287,6 +297,7 @@ class Trainer:
         for part in scored[0]:
             metrics[f"reward/{part}"] = sum(s[part] for s in scored) / len(scored)
         metrics.update(rollout_metrics(episodes, "rollout"))
+        metrics.update(tool_call_counts(episodes, "rollout", job.tools.max_tool_turns))
         metrics["train/degenerate_fraction"] = sum(degenerate) / len(degenerate)
         metrics["train/updated_sequences"] = float(len(keep))
         sampled = sum(s["sampled_tokens"] for s in stats)
@@ -358,6 +369,7 @@ class Trainer:
                 metrics[f"{prefix}/accuracy_{qtype}"] = accuracy
             if prefix == "val":
                 metrics.update(rollout_metrics(episodes, "val"))
+                metrics.update(tool_call_counts(episodes, "val", self.job.tools.max_tool_turns))
         return metrics
 
     def _greedy(self, rows: Sequence[Row]) -> list[Any]:

@@ -108,6 +108,10 @@ def with_aliases(metrics: Mapping[str, float]) -> dict[str, float]:
     for var, value in val.items():
         if var not in NOT_PARTS and not var.startswith("protocol_"):
             out[VAL_REWARD_PREFIX + var] = value
+    if "num_turns/mean" in metrics:  # tool calls per sample: verl's DeepEyes recipe reads num_turns / 2 - 1
+        out["rollout/tool_calls"] = metrics["num_turns/mean"] / 2 - 1
+        if "num_turns/max" in metrics:
+            out["rollout/tool_calls_max"] = metrics["num_turns/max"] / 2 - 1
     return out
 
 

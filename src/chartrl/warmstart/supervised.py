@@ -120,6 +120,10 @@ def build_demonstration(
     images = [image]
     answer = f"<answer>{row.answer}</answer>"
     target = call_target(row, tools) if with_tools else None
+    zoom = zoom_tool(row, tools) if with_tools and target is None else None
+    if zoom and rng.random() < cfg.tool_rate:
+        rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
+        return zoom_demonstration(policy, row, rng, rate, tools, zoom, (messages, ids, image))
     if not (target and rng.random() < cfg.tool_rate):
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
@@ -143,6 +147,48 @@ def build_demonstration(
     reply = _assistant_ids(policy, answer)
     kind = "tool_correct" if keep == about else "tool_other"
     return Demonstration(ids + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
+
+
+def zoom_tool(row: Row, tools: ToolsConfig) -> str | None:
+    """The configured tool that takes a region (``zoom_in``), when the row names the region its answer needs
+    (``extra.zoom_box``, set by the zoomchart source); else None."""
+    from chartrl.tools.registry import tool_spec
+
+    if not row.extra.get("zoom_box"):
+        return None
+    return next((name for name in tools.names if tool_spec(name).argument == "bbox"), None)
+
+
+def zoom_demonstration(policy, row: Row, rng: random.Random, rate: float, tools: ToolsConfig, name: str, start):
+    """A zoom call on the row's region (``extra.zoom_box``) in ``rate`` of the cases, else on a region of the same
+    size elsewhere (which region to zoom is left to RL, as the label choice is), the tool's real observation, and
+    the answer (the question's own: a zoom elsewhere still leaves the whole chart in the conversation)."""
+    from chartrl.tools import run_tool_text
+
+    messages, ids, image = start
+    box = [float(v) for v in row.extra["zoom_box"]]
+    correct = rng.random() < rate
+    if not correct:
+        width, height = box[2] - box[0], box[3] - box[1]
+        left, top = rng.uniform(0, 1 - width), rng.uniform(0, 1 - height)
+        box = [left, top, left + width, top + height]
+    call = (
+        "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": {"bbox_2d": [round(v, 3) for v in box]}})
+        + "\n</tool_call>"
+    )
+    outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
+    mask = [0] * len(ids)
+    call_ids = _assistant_ids(policy, call)
+    ids, mask = ids + call_ids, mask + [1] * len(call_ids)
+    previous = messages + [conversation.assistant_message(call, outcome.calls)]
+    updated = previous + [conversation.tool_message(outcome.observation, outcome.image)]
+    merge = policy.builder.merge_context_tokens(previous, updated, ids)
+    mask = mask + [0] * (len(merge.token_ids) - len(ids))
+    images = [image] + ([outcome.image] if outcome.image is not None else [])
+    reply = _assistant_ids(policy, f"<answer>{row.answer}</answer>")
+    kind = "tool_correct" if correct else "tool_other"
+    return Demonstration(list(merge.token_ids) + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
 
 
 def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfig) -> Demonstration:
