@@ -20,7 +20,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from chartrl.config.schema import validate_fragment
+from chartrl.config.schema import merge_config, validate_fragment, validate_section
 
 SPLITS = ("train", "val", "test")
 
@@ -401,6 +401,15 @@ class LoraSettings(Section):
     alpha: int
     dropout: float
     target_modules: tuple[str, ...]
+    exclude_modules: str | None = None
+    """A regular expression (PEFT's, full match) of modules LoRA leaves out, e.g. ``.*visual.*``."""
+    freeze_vision_tower: bool = False
+    """The vision tower is not trained (with LoRA on or off)."""
+
+    @property
+    def targets(self) -> str | list[str]:
+        """``target_modules`` as PEFT and verl take it: the string ``all-linear``, or the list of names."""
+        return "all-linear" if list(self.target_modules) == ["all-linear"] else list(self.target_modules)
 
 
 @dataclass(frozen=True)
@@ -579,6 +588,24 @@ class Config:
     def eval_series(self) -> list[EvalSeries]:
         return [s for s in self.series.values() if isinstance(s, EvalSeries)]
 
+    def train_section(self, train_id: str) -> dict[str, Any]:
+        """The ``train:`` section train series ``train_id`` runs with: ``train:`` with the series' own ``train:``
+        keys merged over it key by key (a LoRA variant's ``lora`` and ``lr``), validated as ``train:`` is."""
+        own = self.resolved["series"][train_id].get("train")
+        if not own:
+            return to_plain(self.resolved["train"])
+        return validate_section("train", merge_config(to_plain(self.resolved["train"]), to_plain(own)))
+
+    def train_of(self, train_id: str) -> TrainConfig:
+        """The typed :meth:`train_section` of train series ``train_id``."""
+        return self.for_train_series(train_id).train
+
+    def for_train_series(self, train_id: str) -> Config:
+        """This config with ``train`` as train series ``train_id`` runs it (:meth:`train_section`)."""
+        if not self.resolved["series"][train_id].get("train"):
+            return self
+        return dataclasses.replace(self, train=TrainConfig.from_dict(self.train_section(train_id)))
+
     def keep_steps(self, train_id: str) -> tuple[int, ...]:
         """The checkpoint steps of train series ``train_id`` that an eval series names: saved and never pruned
         (``keep_last`` keeps only the newest, so an early named step would otherwise be gone when it is evaluated)."""
@@ -689,7 +716,11 @@ def typed_config(resolved: Mapping[str, Any]) -> Config:
             {name: dataset_config(name, section, shared) for name, section in resolved["datasets"].items()}
         ),
         series=MappingProxyType(
-            {sid: series_config(sid, section, resolved) for sid, section in resolved["series"].items()}
+            {
+                sid: series_config(sid, section, resolved)
+                for sid, section in resolved["series"].items()
+                if resolved.get("run_series") is None or sid in resolved["run_series"]
+            }
         ),
         extra_datasets=tuple(resolved["extra_datasets"]),
         extra_seeds=tuple(s for s in resolved["extra_seeds"] if s != resolved["train"]["seed"]),
