@@ -18,7 +18,6 @@ Deterministic in ``seed``: ``python -m chartrl.data.geometry OUT`` rewrites the 
 from __future__ import annotations
 
 import io
-import math
 import random
 import sys
 from dataclasses import dataclass
