@@ -56,8 +56,8 @@ def render(name: str, **variables: Any) -> str:
 
 
 REPLY_FORMS = {
-    "r1v": "<think>The figure gives the values; the answer is {answer}.</think> <answer>{answer}</answer>",
-    "multiple_choice": "The answer is option {answer}. \\boxed{{{answer}}}",
+    "r1v": "<think>It is {answer}.</think> <answer>{answer}</answer>",
+    "multiple_choice": "The answer is \\boxed{{{answer}}}",
 }
 """The reply a recipe's no-tool prompt asks for, as the warm start demonstrates it (the template's own tags);
 every other template is answered ``<answer>...</answer>``."""

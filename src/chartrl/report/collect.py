@@ -14,6 +14,7 @@ from typing import Any
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report import testcurves
 from chartrl.report.comparisons import comparisons
+from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
 
@@ -373,6 +374,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "rerank": collect_rerank(results, config),
         "shortcut_filter": collect_shortcut(config, results),
         **testcurves.collect_section(results, config),
+        **collect_recipes(results, config),  # a recipe overlay's figures (absent for the study)
         "missing": missing,
     }
 
