@@ -52,7 +52,7 @@ rule score:
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
-        scorer="rule|judge|panel",
+        scorer="rule|judge|panel|r1v|multiple_choice",
     # A judge or panel score talks to an endpoint: the client retries each request with backoff, and a rule-level
     # retry covers an outage longer than that (verdicts already given are cached, so a retry asks only the rest).
     retries: 2
@@ -171,7 +171,7 @@ rule rerank_score:
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
         series="|".join(RERANK_SERIES) or "(?!)",
-        scorer="rule|judge|panel",
+        scorer="rule|judge|panel|r1v|multiple_choice",
     retries: 2  # an external scorer or judge endpoint: as rule score (answers obtained are cached)
     resources:
         mem_mb=2048,

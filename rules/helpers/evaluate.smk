@@ -1,6 +1,6 @@
 # The evaluation stage's helpers (rules/evaluate.smk): which series generates the generations others score, the
 # diagonal pairs, a job's spec, launch prefix and command, the targets.
-from chartrl.evaluate.matrix import extra_matrix_files
+from chartrl.evaluate.matrix import RECIPE_SCORERS, extra_matrix_files, matrix_scorers
 
 EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
 
@@ -139,8 +139,14 @@ def test_accuracy_spec(series_id):
     return json.dumps({"series": series, **sections}, sort_keys=True)
 
 
+# The study's per-question-type test accuracy, its controls and the test curve grade answers by relaxed accuracy of
+# <answer>; a recipe overlay whose eval series use the recipe's own scorers (r1v, multiple_choice) reports those
+# instead, so these jobs are not run for it (the report says why in their place).
+STUDY_ANALYSIS = not set(matrix_scorers(CFG)) <= set(RECIPE_SCORERS)
+
+
 def test_accuracy_targets():
-    if CFG.backend != "local":
+    if CFG.backend != "local" or not STUDY_ANALYSIS:
         return []
     targets = [f"results/eval/{series}/test_accuracy.json" for series in TRAIN_SERIES]
     if CFG.model.path is None:
@@ -164,7 +170,7 @@ def test_accuracy_launch(wildcards):
 
 # The test curve (the test_curve rule) of every train series an eval series reads, on the local backend (on verl
 # each checkpoint would need its own merge and verl generation; the report says so in the curve's spot).
-CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend == "local" else []
+CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend == "local" and STUDY_ANALYSIS else []
 
 
 def test_curve_spec(series_id):

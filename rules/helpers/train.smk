@@ -25,6 +25,7 @@ def train_job_spec(wildcards):
     series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
     names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if VERL else ())
     sections = {name: to_plain(CFG.resolved[name]) for name in names}
+    sections["train"] = CFG.train_section(wildcards.series)  # with the series' own train keys (a LoRA variant)
     if wildcards.get("seed") is not None:
         sections["train"]["seed"] = int(wildcards.seed)
     keep = CFG.keep_steps(wildcards.series)  # checkpoint steps eval series name: saved and never pruned

@@ -81,8 +81,8 @@ def test_judge_failures_are_counted_not_scored_incorrect():
 
 def test_empty_and_unknown():
     assert get_scorer("rule")([])["aggregate"]["accuracy"] is None
-    with pytest.raises(KeyError, match="judge, panel, rule"):
+    with pytest.raises(KeyError, match="judge, multiple_choice, panel, r1v, rule"):
         get_scorer("vibes")
-    assert sorted(SCORERS) == ["judge", "panel", "rule"]
+    assert sorted(SCORERS) == ["judge", "multiple_choice", "panel", "r1v", "rule"]
     with pytest.raises(ValueError, match="panel"):
         get_scorer("panel")(ITEMS, judge=ReferenceJudge())

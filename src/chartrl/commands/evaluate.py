@@ -234,7 +234,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     write_json(args.out, result)
     aggregate = result["aggregate"]
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer, "year_rule": aggregate["year_rule"]}
+    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer}
+    if aggregate["year_rule"] is not None:  # a recipe's scorer (r1v, multiple_choice) reads no years
+        tags["year_rule"] = aggregate["year_rule"]
     if judge is not None:
         tags["judge"] = judge.describe().get("kind", judge.name)
     stage = "matrix" if args.matrix and args.scorer not in series.get("scorers", []) else "score"
@@ -323,7 +325,7 @@ def register(stages: argparse._SubParsersAction) -> None:
     curve.set_defaults(func=cmd_test_curve)
 
     score = stages.add_parser("score", parents=[common], help="score generations with one scorer")
-    score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel"])
+    score.add_argument("--scorer", required=True, choices=["rule", "judge", "panel", "r1v", "multiple_choice"])
     score.add_argument("--generations", required=True)
     score.add_argument("--out", required=True, help="scores_{scorer}.json")
     score.add_argument(

@@ -47,6 +47,19 @@ def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:
     )
 
 
+def freeze_vision_tower(model) -> int:
+    """Turn off training of every vision-tower parameter (Qwen2.5-VL's ``visual`` module, under PEFT too); returns
+    how many tensors were frozen. A model without one is an error: the setting would silently do nothing."""
+    frozen = 0
+    for name, parameter in model.named_parameters():
+        if ".visual." in f".{name}" and parameter.requires_grad:
+            parameter.requires_grad_(False)
+            frozen += 1
+    if not any(".visual." in f".{name}" for name, _ in model.named_parameters()):
+        raise ConfigError("train.lora.freeze_vision_tower: the model has no `visual` module to freeze")
+    return frozen
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
@@ -87,9 +100,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                 r=train.lora.r,
                 lora_alpha=train.lora.alpha,
                 lora_dropout=train.lora.dropout,
-                target_modules=list(train.lora.target_modules),
+                target_modules=train.lora.targets,
+                exclude_modules=train.lora.exclude_modules,
             ),
         )
+    if train.lora.freeze_vision_tower:
+        frozen = freeze_vision_tower(policy.model)
+        log.info("vision tower frozen: %d parameter tensors", frozen)
     train_rows, val_rows = read_split(args.train), read_split(args.val)
     check_setup(job, policy, train_rows, val_rows)
     reward = build_reward(series.reward.name, dict(series.reward.params), JudgeConfig.from_dict(spec["judge"]))

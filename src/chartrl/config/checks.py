@@ -86,8 +86,8 @@ def series_problems(config: Config) -> list[str]:
                 f"config key 'series.{series.id}.of': value '{series.of}' names no train series; "
                 f"train series are: {', '.join(train_ids) or '(none)'}"
             )
-        elif isinstance(series.checkpoint, int) and not config.train.saves(series.checkpoint):
-            problems.append(_unsaved_step_problem(series, config.train))
+        elif isinstance(series.checkpoint, int) and not config.train_of(series.of).saves(series.checkpoint):
+            problems.append(_unsaved_step_problem(series, config.train_of(series.of)))
     for i, name in enumerate(config.extra_datasets):
         check_dataset(f"extra_datasets[{i}]", name, ())
     return problems

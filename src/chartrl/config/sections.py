@@ -20,7 +20,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any
 
-from chartrl.config.schema import ConfigError, validate_fragment
+from chartrl.config.schema import ConfigError, merge_config, validate_fragment, validate_section
 
 SPLITS = ("train", "val", "test")
 
@@ -401,6 +401,15 @@ class LoraSettings(Section):
     alpha: int
     dropout: float
     target_modules: tuple[str, ...]
+    exclude_modules: str | None = None
+    """A regular expression (PEFT's, full match) of modules LoRA leaves out, e.g. ``.*visual.*``."""
+    freeze_vision_tower: bool = False
+    """The vision tower is not trained (with LoRA on or off)."""
+
+    @property
+    def targets(self) -> str | list[str]:
+        """``target_modules`` as PEFT and verl take it: the string ``all-linear``, or the list of names."""
+        return "all-linear" if list(self.target_modules) == ["all-linear"] else list(self.target_modules)
 
 
 @dataclass(frozen=True)
@@ -586,6 +595,24 @@ class Config:
         trained = dict.fromkeys(s.dataset for s in self.train_series)
         return [name for name in trained if name in self.datasets and self.datasets[name].shortcut_filter is not None]
 
+    def train_section(self, train_id: str) -> dict[str, Any]:
+        """The ``train:`` section train series ``train_id`` runs with: ``train:`` with the series' own ``train:``
+        keys merged over it key by key (a LoRA variant's ``lora`` and ``lr``), validated as ``train:`` is."""
+        own = self.resolved["series"][train_id].get("train")
+        if not own:
+            return to_plain(self.resolved["train"])
+        return validate_section("train", merge_config(to_plain(self.resolved["train"]), to_plain(own)))
+
+    def train_of(self, train_id: str) -> TrainConfig:
+        """The typed :meth:`train_section` of train series ``train_id``."""
+        return self.for_train_series(train_id).train
+
+    def for_train_series(self, train_id: str) -> Config:
+        """This config with ``train`` as train series ``train_id`` runs it (:meth:`train_section`)."""
+        if not self.resolved["series"][train_id].get("train"):
+            return self
+        return dataclasses.replace(self, train=TrainConfig.from_dict(self.train_section(train_id)))
+
     def keep_steps(self, train_id: str) -> tuple[int, ...]:
         """The checkpoint steps of train series ``train_id`` that an eval series names: saved and never pruned
         (``keep_last`` keeps only the newest, so an early named step would otherwise be gone when it is evaluated)."""
@@ -683,12 +710,12 @@ def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
     only = resolved.get("run_series")
     if only is None:
         return dict(resolved)
-    unknown = [sid for sid in only if sid not in resolved["series"]]
-    if unknown:
-        raise ConfigError(
-            f"config key 'run_series': {', '.join(unknown)} name(s) no series; series are: "
-            f"{', '.join(resolved['series'])}"
-        )
+    for i, sid in enumerate(only):
+        if sid not in resolved["series"]:
+            raise ConfigError(
+                f"config key 'run_series[{i}]': value '{sid}' names no series; "
+                f"series are: {', '.join(resolved['series'])}"
+            )
     return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}}
 
 

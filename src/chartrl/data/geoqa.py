@@ -9,6 +9,14 @@
   (the last ``\\boxed{A-D}``).
 
 Files are parquet (``.parquet``) or JSON lines (``.jsonl``), one per split; image paths are relative to the file.
+Or, instead of ``files``, ``path`` names a hub dataset id (pinned by ``revision``) or a local folder laid out like
+one, read by ``datasets.load_dataset`` (the same call either way, as ``chartqa_hf`` reads), with ``splits``
+mapping our split names to the source's.
+
+``subsample: {<split>: {size, seed}}`` keeps a fixed sample of a split: the first ``size`` rows of the split
+shuffled as Hugging Face ``datasets`` shuffles with ``seed`` (``Dataset.shuffle(seed=seed).select(range(size))``,
+i.e. ``numpy.random.default_rng(seed).permutation(n)[:size]``), in that order: the multiple-choice recipe's test
+subset of 100 of GeoQA's 759 test questions with seed 42.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from chartrl.config import DatasetConfig
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes
 from chartrl.data.errors import DataSourceError
 from chartrl.data.images import image_source_bytes, intake
-from chartrl.data.sources import dataset_source, only_split
+from chartrl.data.sources import absolute, dataset_source
 from chartrl.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -86,21 +94,81 @@ def _geometry_row(
     )
 
 
+def subsample_indices(n: int, size: int, seed: int) -> list[int]:
+    """The rows ``Dataset.shuffle(seed=seed).select(range(size))`` keeps of a split of ``n`` rows, in its order
+    (``datasets`` permutes with ``numpy.random.default_rng(seed).permutation(n)``; tests/test_geoqa_recipes.py
+    checks the two agree)."""
+    import numpy as np
+
+    return [int(i) for i in np.random.default_rng(seed).permutation(n)[:size]]
+
+
+def _hub_records(dataset: DatasetConfig, split: str, root: Path) -> tuple[list[dict[str, Any]], Path]:
+    """Records of one split of a hub dataset id (at ``revision``) or a local folder laid out like one."""
+    import datasets
+
+    from chartrl.data.chartqa import load_hub_split
+
+    options = dataset.options
+    ds = load_hub_split(options["path"], options["splits"][split], options.get("revision"), root)
+    if "images" in ds.column_names:  # the R1V layout: a list of images per row, kept as raw bytes
+        ds = ds.cast_column("images", datasets.List(datasets.Image(decode=False)))
+    local = Path(root) / options["path"]
+    return ds.to_list(), local if local.is_dir() else Path(root)
+
+
 def _iter_records(dataset: DatasetConfig, split: str, root: Path) -> Iterator[tuple[str, dict[str, Any], Path]]:
-    path = Path(root) / dataset.options["files"][split]
-    records = read_records(path)
+    if "files" in dataset.options:
+        path = Path(root) / dataset.options["files"][split]
+        records, base = read_records(path), path.parent
+    else:
+        records, base = _hub_records(dataset, split, root)
+    records = [{**r, "id": r.get("id") or f"{split}-{k:06d}"} for k, r in enumerate(records)]
+    sample = (dataset.options.get("subsample") or {}).get(split)
+    if sample is not None:
+        if sample["size"] > len(records):
+            raise DataSourceError(
+                f"datasets.{dataset.name}.subsample.{split}.size {sample['size']} exceeds the split's "
+                f"{len(records)} rows; lower it"
+            )
+        records = [records[i] for i in subsample_indices(len(records), sample["size"], sample["seed"])]
     progress = Progress(f"{dataset.name}/{split}", len(records), log, unit="rows")
-    for k, record in enumerate(records):
+    for record in records:
         progress.advance()
-        row_id = str(record.get("id") or f"{split}-{k:06d}")
-        yield row_id, record, path.parent
+        yield str(record["id"]), record, base
 
 
 def _split_file(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
-    return [root / dataset.options["files"][split]]
+    """The local files one split reads: its file, or the parquet files of a local folder (none for a hub id)."""
+    if "files" in dataset.options:
+        return [root / dataset.options["files"][split]]
+    local = root / dataset.options["path"]
+    return sorted(local.rglob("*.parquet")) if local.is_dir() else []
 
 
-@dataset_source("geoqa_r1v", only_split("files"), input_files=_split_file)
+def _one_split(options: dict[str, Any], split: str) -> dict[str, Any]:
+    """The options one split depends on: its file or source split, and its subsample."""
+    return {
+        **options,
+        **{
+            key: {s: v for s, v in options[key].items() if s == split}
+            for key in ("files", "splits", "subsample")
+            if isinstance(options.get(key), dict)
+        },
+    }
+
+
+def _geoqa_paths(options: dict[str, Any], root: Path) -> dict[str, Any]:
+    """Per-split files made absolute; a local folder ``path`` made absolute, a hub id left as it is."""
+    if "files" in options:
+        return {**options, "files": {s: absolute(p, root) for s, p in options["files"].items()}}
+    return {**options, "path": absolute(options["path"], root)} if (root / options["path"]).exists() else options
+
+
+GEOQA_SOURCE = {"input_files": _split_file, "resolve_paths": _geoqa_paths}
+
+
+@dataset_source("geoqa_r1v", _one_split, **GEOQA_SOURCE)
 def read_geoqa_r1v(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     for row_id, record, base in _iter_records(dataset, split, root):
         try:
@@ -142,7 +210,7 @@ def _choice_index(label: Any, n_choices: int) -> int:
     return index
 
 
-@dataset_source("geoqa_mc", only_split("files"), input_files=_split_file)
+@dataset_source("geoqa_mc", _one_split, **GEOQA_SOURCE)
 def read_geoqa_mc(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
     for row_id, record, base in _iter_records(dataset, split, root):
         try:

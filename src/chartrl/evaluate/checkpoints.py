@@ -1,4 +1,5 @@
-"""Which checkpoint an eval series means: ``last``, ``best_val`` or a step, read from the train series' run.json."""
+"""Which checkpoint an eval series means: ``last``, ``best_val``, a step, or ``start`` (the model the train series
+started from), read from the train series' run.json."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class CheckpointNotFound(ChartrlError):
 def resolve_checkpoint(run_json: Path, checkpoint: str | int) -> Path:
     run = json.loads(Path(run_json).read_text())
     found = run["checkpoints"]
+    if checkpoint == "start":
+        return Path(run["base_model"])
     if checkpoint in ("last", "best_val"):
         path = Path(found[checkpoint])
     else:

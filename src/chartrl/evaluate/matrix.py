@@ -24,8 +24,17 @@ def checkpoint_groups(config: Config) -> dict[str, list[EvalSeries]]:
     return {members[0].id: members for members in groups.values()}
 
 
+RECIPE_SCORERS = ("r1v", "multiple_choice")
+"""A recipe overlay's own scorers (config/geoqa_r1v.yaml, config/geoqa_mc.yaml): each reads its recipe's answer form
+(think/answer tags, a boxed letter), which the study's scorers do not read."""
+
+
 def matrix_scorers(config: Config) -> tuple[str, ...]:
-    """The scorers this config can run: the panel only when ``judge.panel`` lists members."""
+    """The scorers this config can run: the panel only when ``judge.panel`` lists members; for a config whose eval
+    series use a recipe's own scorer, only the recipe scorers they name."""
+    named = {scorer for series in config.eval_series for scorer in series.scorers}
+    if named & set(RECIPE_SCORERS):
+        return tuple(s for s in RECIPE_SCORERS if s in named)
     return tuple(s for s in SCORER_ORDER if s != "panel" or config.judge.panel.members)
 
 

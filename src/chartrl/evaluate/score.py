@@ -19,7 +19,8 @@ class TooManyJudgeFailures(ChartrlError):
     allows; the message names the endpoint."""
 
 
-SCORER_JUDGES = {"rule": "rule", "judge": "judge", "panel": "panel"}
+# which judge a scorer needs: none for the rule and the recipes' scorers (r1v, multiple_choice grade their own)
+SCORER_JUDGES = {"rule": "rule", "judge": "judge", "panel": "panel", "r1v": "rule", "multiple_choice": "rule"}
 
 
 def reward_inputs(generations: Path) -> list[RewardInput]:

@@ -35,11 +35,14 @@ def kept_checkpoints(run_json: Path) -> dict[int, Path]:
 
 
 def chosen_steps(run_json: Path, checkpoints: Mapping[str, str | int]) -> dict[str, int]:
-    """Eval series -> the step of the checkpoint it names (``last``, ``best_val`` or a step), read from run.json."""
+    """Eval series -> the step of the checkpoint it names (``last``, ``best_val``, a step, or ``start``: step 0),
+    read from run.json."""
     run = json.loads(Path(run_json).read_text())
     out = {}
     for series, checkpoint in checkpoints.items():
-        if checkpoint == "last":
+        if checkpoint == "start":
+            out[series] = 0
+        elif checkpoint == "last":
             out[series] = int(run["last_step"])
         elif checkpoint == "best_val":
             best = run.get("best_val") or {}

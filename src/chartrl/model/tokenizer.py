@@ -40,6 +40,10 @@ LETTER_LABELS = tuple("ABCDEFGH")
 # built on it (adding rerank_score.jinja did). The judge templates were in the corpus before this rule and stay, for
 # the same reason.
 ENDPOINT_ONLY_TEMPLATES = ("rerank_score",)
+# The recipe overlays' prompts (config/geoqa_r1v.yaml, config/geoqa_mc.yaml) stay out for the same reason: the embedded
+# default's tokenizer, hence its tiny model and every result, must not change when a recipe's template is added
+# (tests/test_geoqa_recipes.py compares the default corpus's digest with the one before these templates).
+RECIPE_TEMPLATES = ("r1v", "multiple_choice")
 
 
 def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterator[str]:
@@ -73,7 +77,7 @@ def corpus(seed: int, tool_names: Sequence[str], n_charts: int = 1500) -> Iterat
         keep = rng.sample(letters, rng.randint(1, 2))
         yield f"What is the value of {keep[0]}? <answer>{rng.randint(1, 10) * 10}</answer>"
     for template in prompts.template_names():
-        if template in ENDPOINT_ONLY_TEMPLATES:
+        if template in ENDPOINT_ONLY_TEMPLATES or template in RECIPE_TEMPLATES:
             continue
         yield prompts.template_source(template)
         if template.startswith("tool_use"):

@@ -53,3 +53,16 @@ def _load(name: str) -> _Loaded:
 def render(name: str, **variables: Any) -> str:
     """Render template ``name`` with ``variables`` (every variable it uses must be given)."""
     return _load(name).template.render(**variables).strip()
+
+
+REPLY_FORMS = {
+    "r1v": "<think>It is {answer}.</think> <answer>{answer}</answer>",
+    "multiple_choice": "The answer is \\boxed{{{answer}}}",
+}
+"""The reply a recipe's no-tool prompt asks for, as the warm start demonstrates it (the template's own tags);
+every other template is answered ``<answer>...</answer>``."""
+
+
+def reply(template: str, answer: str) -> str:
+    """A demonstrated reply to ``template``'s prompt with ``answer``, in the form the template asks for."""
+    return REPLY_FORMS.get(template, "<answer>{answer}</answer>").format(answer=answer)

@@ -15,6 +15,7 @@ from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report import testcurves
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
+from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
 
@@ -375,6 +376,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "shortcut_filter": collect_shortcut(config, results),
         **({"deepeyes": section} if (section := collect_deepeyes(results, config)) else {}),
         **testcurves.collect_section(results, config),
+        **collect_recipes(results, config),  # a recipe overlay's figures (absent for the study)
         "missing": missing,
     }
 

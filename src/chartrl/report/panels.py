@@ -277,6 +277,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     generations = sorted({s.generation for s in config.train_series})
     from chartrl.report import testcurves
+    from chartrl.report.recipes import recipe_panels
     from chartrl.report.rerank import rerank_panels
     from chartrl.report.shortcut import shortcut_panels
 
@@ -284,11 +285,13 @@ def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, 
     tables = table_panels(metrics, config) + testcurves.panels(metrics, config) + comparison_panels(metrics, config)
     from chartrl.report.deepeyes import deepeyes_panels
 
+    recipes = recipe_panels(metrics, config)  # a recipe overlay's figures (none for the study)
     return (
         curves
         + tables
         + rerank_panels(metrics, config)
         + shortcut_panels(metrics, config)
+        + recipes
         + deepeyes_panels(metrics, config)
     )
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chartrl.answers import DEFAULT_YEAR_RULE, extract_answer
+from chartrl.answers import DEFAULT_YEAR_RULE, extract_answer, extract_choice
 from chartrl.judge.base import Judge
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Reward, get_reward
@@ -56,8 +56,17 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "not_sent": len(items) - sent,
             "judge_failure_fraction": failures / sent if sent else None,
         }
+    formats: dict[str, Any] = {}
+    if any("format" in i for i in items):  # the recipes' own figures: format rate, accuracy among well-formed answers
+        formed = [i for i in judged if i.get("format") == 1.0]
+        formats = {
+            "format_rate": _mean([float(i.get("format") == 1.0) for i in items]),
+            "well_formed": len(formed),
+            "accuracy_well_formed": _mean([i["accuracy"] for i in formed]),
+        }
     return {
         **judge_counts,
+        **formats,
         "accuracy": _mean([i["accuracy"] for i in judged]),
         "n": len(items),
         "judged": len(judged),
@@ -90,19 +99,25 @@ def _score(scorer: str, reward: Reward, items: Sequence[RewardInput]) -> dict[st
             "id": item.id,
             "verdict": label,
             "accuracy": accuracy,
-            "answer": extract_answer(item.response),
+            "answer": extract_choice(item.response)
+            if reward.name == "multiple_choice"
+            else extract_answer(item.response),
             "subset": item.subset,
             "data_source": item.data_source,
             "tool_calls": item.tool_calls,
             "tool_outcome": item.tool_outcome,
         }
+        if (
+            "format" in reward.parts and reward.accuracy_signal == "own"
+        ):  # r1v, multiple_choice: the format is their own part
+            record["format"] = parts["format"]
         if reward.judge is not None:
             record["judge_detail"] = verdict.detail if verdict is not None else "no answer tag: not judged"
             record["sent_to_judge"] = verdict is not None
             if verdict is not None and verdict.votes:
                 record["votes"] = {name: vote.label for name, vote in verdict.votes.items()}
         scored.append(record)
-    summary = {"scorer": scorer, "year_rule": reward.params["year_rule"], **aggregate(scored)}
+    summary = {"scorer": scorer, "year_rule": reward.params.get("year_rule"), **aggregate(scored)}
     if reward.judge is not None:
         summary["judge"] = reward.judge.describe()
     return {"aggregate": summary, "items": scored}
@@ -131,7 +146,30 @@ def score_panel(
     return _score("panel", get_reward("v1_judge", {"year_rule": year_rule}, judge=judge), items)
 
 
-SCORERS: dict[str, Scorer] = {"rule": score_rule, "judge": score_judge, "panel": score_panel}
+def score_r1v(
+    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
+    """EasyR1's r1v reward as a scorer (GeoQA-8K): accuracy by mathruler on the ``<answer>`` content, and the
+    think/answer format rate and the accuracy among well-formed answers beside it; ``year_rule`` is unused."""
+    return _score("r1v", get_reward("r1v", {}), items)
+
+
+def score_multiple_choice(
+    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+) -> dict[str, Any]:
+    """The multiple-choice reward as a scorer (GeoQA multiple choice): the letter of the last ``\\boxed{}``
+    against the label; format rate (the last box holds an option letter) and accuracy among well-formed answers
+    beside it; ``year_rule`` is unused."""
+    return _score("multiple_choice", get_reward("multiple_choice", {}), items)
+
+
+SCORERS: dict[str, Scorer] = {
+    "rule": score_rule,
+    "judge": score_judge,
+    "panel": score_panel,
+    "r1v": score_r1v,
+    "multiple_choice": score_multiple_choice,
+}
 
 
 def get_scorer(name: str) -> Scorer:

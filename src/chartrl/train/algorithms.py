@@ -29,6 +29,8 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {
     "grpo": Algorithm("grpo", norm_adv_by_std_in_grpo=True, loss_agg_mode="token-mean"),
     "drgrpo": Algorithm("drgrpo", norm_adv_by_std_in_grpo=False, loss_agg_mode="seq-mean-token-sum-norm"),
+    # the multiple-choice GeoQA recipe's group-relative advantage without std normalisation, token-mean loss
+    "grpo_mean": Algorithm("grpo_mean", norm_adv_by_std_in_grpo=False, loss_agg_mode="token-mean"),
 }
 
 

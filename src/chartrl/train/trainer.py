@@ -370,6 +370,10 @@ class Trainer:
             if prefix == "val":
                 metrics.update(rollout_metrics(episodes, "val"))
                 metrics.update(tool_call_counts(episodes, "val", self.job.tools.max_tool_turns))
+                if self.reward.accuracy_signal == "own":  # a recipe's reward grades its own answer form (r1v, boxed)
+                    scored = self.reward(reward_inputs(episodes))
+                    for part in ("accuracy", "format"):
+                        metrics[f"val/reward_{part}"] = sum(s[part] for s in scored) / len(scored)
         return metrics
 
     def _greedy(self, rows: Sequence[Row]) -> list[Any]:

@@ -62,8 +62,10 @@ class VerlGenerationJob:
 def check_overrides(job: VerlGenerationJob) -> None:
     """The overrides must be a generation job reading this job's files (see ``chartrl.verl_backend.job``)."""
     values, paths = override_values(job.overrides), job.files.paths()
+    start = str(job.series.get("checkpoint")) == "start"  # the starting model itself, nothing merged
+    model = json.loads(job.run_json.read_text()).get("base_model") if start else str(paths["model_dir"])
     expected = {
-        "actor_rollout_ref.model.path": str(paths["model_dir"]),
+        "actor_rollout_ref.model.path": model,
         "data.val_files": str(paths["data_file"]),
         "trainer.validation_data_dir": str(paths["dump_dir"]),
         "trainer.val_only": "True",
@@ -86,9 +88,11 @@ def merged_model(job: VerlGenerationJob) -> tuple[Path, Path]:
             f"{job.run_json} was trained by the {run.get('backend', 'local')} backend; a verl generation job needs a "
             "verl run (train it with backend: verl, or evaluate it with the local generate command)"
         )
+    which = str(job.series.get("checkpoint", "last"))
+    if which == "start":  # the model the run started from (model.path: a folder or a hub id), as verl loaded it
+        return run["base_model"], run["base_model"]
     root = Path(run["checkpoints"]["last"]).parents[1]
     history = {int(k): v for k, v in run.get("val_history", {}).items()}
-    which = str(job.series.get("checkpoint", "last"))
     actor = select_checkpoint(root, which if which in ("last", "best_val") else int(which), history)
     target, marker = job.files.model_dir, job.files.model_dir / MERGED_FROM
     if marker.is_file() and json.loads(marker.read_text()).get("actor") == str(actor):

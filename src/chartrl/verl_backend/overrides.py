@@ -248,9 +248,11 @@ def _model_overrides(config: Config, workdir: Path, model: str | None = None) ->
         found += [
             override(f"{prefix}.lora_rank", lora.r),
             override(f"{prefix}.lora_alpha", lora.alpha),
-            override(f"{prefix}.target_modules", list(lora.target_modules)),
+            override(f"{prefix}.target_modules", lora.targets),
             override("actor_rollout_ref.rollout.load_format", "safetensors"),
         ]
+        if lora.exclude_modules is not None:
+            found.append(override(f"{prefix}.exclude_modules", lora.exclude_modules))
     return found
 
 
@@ -275,6 +277,7 @@ def _actor_overrides(config: Config) -> list[str]:
         override(f"{actor}.fsdp_config.param_offload", verl.param_offload),
         override(f"{actor}.fsdp_config.optimizer_offload", verl.optimizer_offload),
         override("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", verl.log_prob_micro_batch_size_per_gpu),
+        *([override(f"{actor}.freeze_vision_tower", True)] if train.lora.freeze_vision_tower else []),
     ]
 
 
@@ -337,6 +340,7 @@ def train_overrides(config: Config, series_id: str, workdir: str | Path = ".") -
     """The overrides of series ``series_id``'s training job (without MLFLOW_RUN_ID: see :func:`mlflow_overrides`)."""
     workdir = Path(workdir).resolve()
     series = train_series(config, series_id)
+    config = config.for_train_series(series_id)  # with the series' own train keys (a LoRA variant)
     files = SeriesFiles.of(series_id, workdir)
     length = response_length(series, config)
     train = config.train
@@ -390,6 +394,7 @@ def generation_overrides(
         eval_ids = ", ".join(s.id for s in config.eval_series)
         raise ConfigError(f"series '{series_id}' is not an eval series; eval series are: {eval_ids}")
     trained = train_series(config, series.of)
+    config = config.for_train_series(series.of)  # the generating policy's own train keys (its LoRA)
     files = SeriesFiles.of(series.of, workdir)
     length = response_length(trained, config)
     data_file, dump_dir = Path(data_file).resolve(), Path(dump_dir).resolve()
@@ -399,15 +404,16 @@ def generation_overrides(
         if greedy
         else [override(f"{val}.do_sample", True), override(f"{val}.temperature", config.rollout.temperature)]
     )
-    model_dir = Path(model_dir).resolve()
+    start = series.checkpoint == "start"  # the starting model itself: model.path, nothing merged, no adapter
+    model_dir = Path(model_path(config, workdir)) if start else Path(model_dir).resolve()
     lora = (
         # verl's merger writes a LoRA run as the base weights plus lora_adapter/ (chartrl.verl_backend.checkpoints)
         [override("actor_rollout_ref.model.lora_adapter_path", str(model_dir / "lora_adapter"))]
-        if config.train.lora.enabled
+        if config.train.lora.enabled and not start
         else []
     )
     return [
-        *_model_overrides(config, workdir, model=str(model_dir)),
+        *_model_overrides(config, workdir, model=model_path(config, workdir) if start else str(model_dir)),
         *lora,
         *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step),
         override("data.val_max_samples", limit if limit is not None else -1),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chartrl import prompts
 from chartrl.config import PromptConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
 from chartrl.model.batching import TokenSequence, collate
@@ -125,6 +126,8 @@ def build_demonstration(
         rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
         return zoom_demonstration(policy, row, rng, rate, tools, zoom, (messages, ids, image))
     if not (target and rng.random() < cfg.tool_rate):
+        if not with_tools:  # the no-tool prompt's own reply form (a recipe's tags; <answer> for the study's)
+            answer = prompts.reply(prompt_config.no_tool_template, row.answer)
         reply = _assistant_ids(policy, answer)
         return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
 
@@ -204,7 +207,7 @@ def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfi
     text = conversation.prompt_text(row, with_tools=False, prompt_config=prompt_config, tool_names=())
     messages = conversation.initial_messages(row, image, text)
     ids = list(policy.builder.build_initial_tokens(messages, images=[image]))
-    reply = _assistant_ids(policy, f"<answer>{row.answer}</answer>")
+    reply = _assistant_ids(policy, prompts.reply(prompt_config.no_tool_template, row.answer))
     return Demonstration(ids + reply, [0] * len(ids) + [1] * len(reply), [image], "perception")
 
 
