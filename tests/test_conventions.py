@@ -59,3 +59,12 @@ def test_every_documented_run_passes_a_profile():
     assert len(commands) > 10
     for where, command in commands:
         assert "--workflow-profile" in command or "--profile" in command, f"{where}: {command}"
+
+
+def test_test_modules_have_distinct_names():
+    """pytest imports test modules by basename (the folders have no __init__.py): two files of one name stop the
+    suite at collection."""
+    names: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
