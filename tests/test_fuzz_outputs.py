@@ -22,6 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from chartrl.answers import extract_answer, extract_choice, is_well_formed, parse_number, relaxed_accuracy
 from chartrl.judge.reference import ReferenceJudge
 from chartrl.rewards import REWARDS, RewardInput, get_reward
+from chartrl.rewards.registry import accuracy_signal
 from chartrl.rewards.scorers import SCORERS
 from chartrl.rewards.symbolic import GRADE_TIMEOUT_S
 from chartrl.tools import TOOLS, parse_tool_calls, run_tool_text
@@ -99,7 +100,7 @@ EXAMPLES = [
 
 
 def timed(component: str, call, *args, **kwargs):
-    bound = SYMBOLIC_BOUND_S if component in ("reward r1v", "verl r1v") else CALL_BOUND_S
+    bound = SYMBOLIC_BOUND_S if component in ("reward r1v", "verl r1v", "scorer r1v") else CALL_BOUND_S
     start = time.perf_counter()
     result = call(*args, **kwargs)
     elapsed = time.perf_counter() - start
@@ -117,12 +118,16 @@ def encodable(text: str) -> None:
 TOKENIZER = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
 TOKENIZER.pre_tokenizer = pre_tokenizers.Whitespace()
 JUDGE = ReferenceJudge()
-REWARD_OBJECTS = {
-    name: get_reward(name, {"accuracy": "judge"} if name in ("v2_shaped", "v3_gra") else {}, judge=JUDGE)
-    if name in ("v1_judge", "v2_shaped", "v3_gra")
-    else get_reward(name)
-    for name in REWARDS
-}
+
+
+def _reward_object(name: str):
+    """Reward ``name`` as a run builds it; one that grades answers by a judge (or can) gets the offline judge."""
+    params = {"accuracy": "judge"} if REWARDS[name].accuracy == "configured" else {}
+    judged = accuracy_signal(name, params) in ("judge", "panel")
+    return get_reward(name, params, judge=JUDGE) if judged else get_reward(name, params)
+
+
+REWARD_OBJECTS = {name: _reward_object(name) for name in REWARDS}
 
 
 def check_tool_path(text: str) -> str:
