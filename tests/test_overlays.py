@@ -186,8 +186,8 @@ def test_every_file_under_config_is_valid_on_its_own_or_on_gpu_yaml():
         if path.name in ("config.yaml", "series.yaml"):
             continue
         overlays = [GPU, path] if path.name == "rehearsal.yaml" else [path]
-        if path.name.startswith("geoqa_") and path.name.endswith("_cpu.yaml"):  # a recipe's CPU variant
-            recipe = REPO / "config" / path.name.replace("_cpu.yaml", ".yaml")
+        recipe = REPO / "config" / path.name.replace("_cpu.yaml", ".yaml")
+        if path.name.endswith("_cpu.yaml") and recipe.exists():  # a recipe's CPU variant, on its recipe and smoke
             overlays = [recipe, REPO / "config" / "smoke.yaml", path]
         load_config(overlays, root=REPO)
 
