@@ -12,6 +12,7 @@ from chartrl.config import ConfigError, config_schema
 from chartrl.judge import JudgePanel, ReferenceJudge
 from chartrl.rewards import PARTS, REWARDS, RewardInput, bounds, get_reward
 from chartrl.rewards import combine as combine_module
+from chartrl.rewards.registry import accuracy_signal
 
 from judge_server import FailingJudge
 
@@ -407,7 +408,7 @@ def test_every_reward_stays_in_its_documented_bounds(name, shaped, format_weight
         params = shaped
     elif name == "r1v":
         params["format_weight"] = format_weight
-    judge = ReferenceJudge() if name == "v1_judge" else None
+    judge = ReferenceJudge() if accuracy_signal(name, params) == "judge" else None  # v1_judge, deepeyes
     reward = get_reward(name, params, judge=judge)
     responses = [
         shape.replace("{}", truth),

@@ -40,6 +40,13 @@ SAMPLES = {
     ),
     "r1v": ({}, "<think>x</think><answer>\\frac{1}{2}</answer>", "0.5", {}, 1.0),  # EasyR1 form
     "multiple_choice": ({}, "so \\boxed{C}", "C", {}, 1.0),  # boxed letter
+    "deepeyes": (  # right after a call that ran: 0.8 x 1 + 0.2 x 0 (no format error) + the 1.2 tool bonus
+        {},
+        "<answer>42</answer>",
+        "42",
+        {"question": "Value of A?", "tool_outcome": "executed", "tool_calls": 1},
+        2.0,
+    ),
 }
 
 
