@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chartrl.model.batching import TokenSequence, collate
+from chartrl.model.batching import TokenSequence, collate, logits_at
 
 
 @dataclass
@@ -57,19 +57,16 @@ def update_batch(episodes: Sequence[Any]) -> UpdateBatch:
 
 
 def response_logprobs(model, policy, batch: UpdateBatch, temperature: float):
-    """log pi(token | prefix) of every response token under ``model`` (B, R), with gradients. ``model`` is the
-    policy's model or a frozen reference of the same architecture."""
+    """log pi(token | prefix) of every sampled response token under ``model`` (B, R), with gradients, 0 where the
+    response mask is 0 (the output head runs on the sampled tokens' positions only). ``model`` is the policy's
+    model or a frozen reference of the same architecture."""
     import torch
 
     tensors = collate(policy, batch.sequences, padding_side="right")
-    logits = model(**tensors).logits.float() / temperature  # (B, T, V)
-    logprobs = torch.log_softmax(logits, dim=-1)  # (B, T, V)
-    rows, length = batch.response_mask.shape
-    total = tensors["input_ids"].shape[1]
-    starts = torch.tensor(batch.prompt_lengths).unsqueeze(1)  # (B, 1)
-    offsets = torch.arange(length).unsqueeze(0)  # (1, R)
-    token_positions = (starts + offsets).clamp(max=total - 1)  # (B, R): where response token k sits
-    predicting = token_positions - 1  # (B, R): logits at t predict the token at t + 1
-    tokens = tensors["input_ids"].gather(1, token_positions)  # (B, R)
-    picked = logprobs[torch.arange(rows).unsqueeze(1), predicting, tokens]  # (B, R)
-    return picked * batch.response_mask  # (B, R)
+    rows, offsets = batch.response_mask.nonzero(as_tuple=True)  # (N,): response token `offset` of row `row`
+    positions = torch.tensor(batch.prompt_lengths, dtype=torch.long)[rows] + offsets  # (N,): where it sits
+    logits = logits_at(model, tensors, rows, positions - 1).float() / temperature  # (N, V): t predicts t + 1
+    logprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
+    tokens = tensors["input_ids"][rows, positions]  # (N,)
+    picked = logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)  # (N,)
+    return torch.zeros_like(batch.response_mask).index_put((rows, offsets), picked)  # (B, R)

@@ -319,11 +319,13 @@ class Trainer:
             job.train.clip_low, max(tokens, 1), max(sequences, 1), job.max_response_tokens, job.train.clip_high
         )
         totals = {"actor/loss": 0.0, "actor/pg_loss": 0.0, "actor/kl": 0.0, "actor/clipfrac": 0.0, "actor/ppo_kl": 0.0}
+        # micro-batches of similar lengths pad less; the sum of their gradients is the batch's whatever the order
+        by_length = sorted(range(len(batch)), key=lambda row: len(batch.sequences[row].ids))
         self.model.train()
         for _ in range(job.train.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             for start in range(0, len(batch), job.train.micro_batch_size):
-                micro = batch.select(range(start, min(len(batch), start + job.train.micro_batch_size)))
+                micro = batch.select(by_length[start : start + job.train.micro_batch_size])
                 share = float(micro.response_mask.sum()) / max(tokens, 1)
                 logprob = response_logprobs(self.model, self.policy, micro, self.params.temperature)  # (b, R)
                 pg_loss, pg_metrics = policy_loss(

@@ -33,7 +33,7 @@ from typing import Any
 from chartrl import prompts
 from chartrl.config import PromptConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
-from chartrl.model.batching import TokenSequence, collate
+from chartrl.model.batching import TokenSequence, collate, logits_at
 from chartrl.progress import Progress
 from chartrl.rollout import conversation
 
@@ -316,18 +316,18 @@ def _text_batch(policy, rows, rng, cfg, prompt_config, tools, restate: bool, n: 
 
 
 def supervised_loss(policy, demos: Sequence[Demonstration]):
-    """Mean cross-entropy over the demonstrations' assistant tokens."""
+    """Mean cross-entropy over the demonstrations' assistant tokens (the output head runs on those positions only)."""
     import torch
 
     batch = collate(policy, [TokenSequence(d.ids, d.images) for d in demos], padding_side="right")
     mask = torch.zeros_like(batch["input_ids"])  # (B, T)
     for row, demo in enumerate(demos):
         mask[row, : len(demo.mask)] = torch.tensor(demo.mask)
-    logits = policy.model(**batch).logits[:, :-1].float()  # (B, T-1, V): position t predicts token t+1
-    targets = batch["input_ids"][:, 1:]  # (B, T-1)
-    weights = mask[:, 1:].float()  # (B, T-1)
-    token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T-1)
-    return (token_loss * weights).sum() / weights.sum().clamp(min=1.0)
+    rows, positions = mask[:, 1:].nonzero(as_tuple=True)  # (N,): position t predicts the trained token t + 1
+    logits = logits_at(policy.model, batch, rows, positions).float()  # (N, V)
+    targets = batch["input_ids"][rows, positions + 1]  # (N,)
+    token_loss = torch.nn.functional.cross_entropy(logits, targets, reduction="none")  # (N,)
+    return token_loss.sum() / max(1, len(targets))
 
 
 def train_warmstart(
