@@ -89,3 +89,14 @@ def test_a_missing_file_stops_the_job_naming_it(tmp_path):
     dataset = dataset_from({"source": "geoqa_mc", "files": {"test": str(tmp_path / "absent.jsonl")}}, name="mc")
     with pytest.raises(DataSourceError, match="absent.jsonl"):
         collect_split(dataset, "test", root=Path("."))
+
+
+def test_one_placeholder_per_problem_shared_by_the_recipe_readers():
+    """GeoQA's and DeepEyes' readers put one placeholder in front of a question that has none, keep one that has
+    one, and reject two, naming the field the text came from."""
+    from chartrl.data.contract import RowRejected, with_one_placeholder
+
+    assert with_one_placeholder("  How long is AB? ", "problem") == "<image>\nHow long is AB?"
+    assert with_one_placeholder("<image>How long is AB?", "problem") == "<image>How long is AB?"
+    with pytest.raises(RowRejected, match="prompt holds 2 <image> placeholders"):
+        with_one_placeholder("<image><image>Zoom in.", "prompt")

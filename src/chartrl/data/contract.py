@@ -130,6 +130,18 @@ class Rejected:
         return {"id": self.id, **({"source": self.source} if self.source else {}), "reason": self.reason}
 
 
+def with_one_placeholder(text: str, field: str) -> str:
+    """``text`` (a source's question, stripped) with exactly one image placeholder: put in front when the source
+    has none; more than one rejects the row, naming ``field`` (where the text came from)."""
+    text = text.strip()
+    count = text.count(IMAGE_PLACEHOLDER)
+    if count == 0:
+        return f"{IMAGE_PLACEHOLDER}\n{text}"
+    if count > 1:
+        raise RowRejected(f"{field} holds {count} {IMAGE_PLACEHOLDER} placeholders; the contract allows one")
+    return text
+
+
 def empty_bboxes() -> dict[str, dict[str, list[float]]]:
     return {axis: {} for axis in BOX_AXES}
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import DatasetConfig
-from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes
+from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes, with_one_placeholder
 from chartrl.data.geoqa import read_records
 from chartrl.data.images import image_source_bytes, intake
 from chartrl.data.sources import dataset_source, only_split
@@ -56,16 +56,6 @@ def _user_content(prompt: Any) -> str:
     if not isinstance(content, str) or not content.strip():
         raise RowRejected("prompt's user message has no text")
     return content
-
-
-def _placed(problem: str) -> str:
-    problem = problem.strip()
-    count = problem.count(IMAGE_PLACEHOLDER)
-    if count == 0:
-        return f"{IMAGE_PLACEHOLDER}\n{problem}"
-    if count > 1:
-        raise RowRejected(f"prompt holds {count} {IMAGE_PLACEHOLDER} placeholders; the contract allows one")
-    return problem
 
 
 def data_uri_bytes(uri: str) -> bytes:
@@ -120,7 +110,7 @@ def deepeyes_row(dataset: DatasetConfig, split: str, row_id: str, record: Mappin
     else:
         raise RowRejected("no image: images is empty and the zoom tool's create_kwargs carry none")
     png, width, height = intake(raw, dataset.max_image_pixels)
-    problem = _placed(_user_content(record.get("prompt")))
+    problem = with_one_placeholder(_user_content(record.get("prompt")), "prompt")
     question = str(extra_info.get("question") or problem).replace(IMAGE_PLACEHOLDER, "").strip()
     return Row(
         id=row_id,

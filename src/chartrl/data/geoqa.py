@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import DatasetConfig
-from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes
+from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes, with_one_placeholder
 from chartrl.data.errors import DataSourceError
 from chartrl.data.images import image_source_bytes, intake
 from chartrl.data.sources import absolute, dataset_source
@@ -59,16 +59,6 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     raise DataSourceError(f"{path}: unsupported file type {path.suffix!r}; use .parquet or .jsonl")
 
 
-def _with_placeholder(problem: str) -> str:
-    problem = problem.strip()
-    count = problem.count(IMAGE_PLACEHOLDER)
-    if count == 0:
-        return f"{IMAGE_PLACEHOLDER}\n{problem}"
-    if count > 1:
-        raise RowRejected(f"problem holds {count} {IMAGE_PLACEHOLDER} placeholders; the contract allows one")
-    return problem
-
-
 def _geometry_row(
     dataset: DatasetConfig,
     split: str,
@@ -84,7 +74,7 @@ def _geometry_row(
     return Row(
         id=row_id,
         images=[png],
-        problem=_with_placeholder(problem),
+        problem=with_one_placeholder(problem, "problem"),
         answer=answer,
         data_source=data_source,
         chart_type="geometry",
