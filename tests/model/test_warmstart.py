@@ -257,3 +257,29 @@ def test_a_label_tool_is_demonstrated_by_its_argument_kind_not_its_name(monkeypa
     row = next(r for r in mini_rows if call_target(r, tools) is not None)
     assert call_target(row, tools).names == ["keep_columns"]
     assert call_target(row, dataclasses.replace(tools, names=("zoom_in",))) is None
+
+
+def test_zoom_demonstration_trains_the_call_and_answer_and_shows_the_zoomed_region(tiny_policy, default_config):
+    """A zoom demonstration on a zoomchart row: the call (on the row's region at correct_label_rate 1, elsewhere at
+    0) and the answer are trained, the tool's observation (text and the zoomed image's tokens) is not."""
+    from pathlib import Path
+
+    from chartrl.data.stage import collect_split
+
+    dataset = dataset_from({"source": "zoomchart", "splits": {"train": 2}, "image_size": [448, 448]}, name="z")
+    row = collect_split(dataset, "train", root=Path("."))[0][0]
+    tools = ToolsConfig(names=("zoom_in",), max_calls_per_turn=1, max_tool_turns=1)
+    tok = tiny_policy.tokenizer
+    for rate, kind in ((1.0, "tool_correct"), (0.0, "tool_other")):
+        cfg = _cfg(default_config, tool_rate=1.0, no_tool_rate=0.0, correct_label_rate=rate)
+        demo = build_demonstration(tiny_policy, row, random.Random(0), cfg, default_config.prompts, tools)
+        assert demo.kind == kind and demo.outcome == "executed" and len(demo.images) == 2
+        assert len(demo.mask) == len(demo.ids)
+        trained = tok.decode([t for t, m in zip(demo.ids, demo.mask, strict=True) if m])
+        call = json.loads(trained.split("<tool_call>\n")[1].split("\n</tool_call>")[0])
+        assert call["name"] == "zoom_in"
+        box = [round(v, 3) for v in row.extra["zoom_box"]]
+        assert (call["arguments"]["bbox_2d"] == box) == (rate == 1.0)
+        assert trained.endswith(f"</tool_call><|im_end|><answer>{row.answer}</answer><|im_end|>")
+        image_pads = [m for t, m in zip(demo.ids, demo.mask, strict=True) if t == tiny_policy.ids.image_pad]
+        assert image_pads and not any(image_pads)

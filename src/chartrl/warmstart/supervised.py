@@ -108,7 +108,6 @@ def build_demonstration(
     correct_label_rate: float | None = None,
 ) -> Demonstration:
     """One demonstration of ``row``; ``correct_label_rate`` overrides the config's (the warm start's schedule)."""
-    from chartrl.tools import run_tool_text
 
     image = conversation.chart_image(row)
     if perception_only or rng.random() < cfg.perception_rate:
@@ -135,16 +134,7 @@ def build_demonstration(
     about = target.about
     keep = _labels_to_keep(about, target.labels, rng, rate)
     call = _call_text(rng.choice(target.names), target.axis, keep)
-    outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
-    call_ids = _assistant_ids(policy, call)
-    ids, mask = ids + call_ids, mask + [1] * len(call_ids)
-    previous = messages + [conversation.assistant_message(call, outcome.calls)]
-    updated = previous + [conversation.tool_message(outcome.observation, outcome.image)]
-    merge = policy.builder.merge_context_tokens(previous, updated, ids)
-    mask = mask + [0] * (len(merge.token_ids) - len(ids))
-    ids = list(merge.token_ids)
-    if outcome.image is not None:
-        images.append(outcome.image)
+    ids, mask, images, outcome = tool_turn(policy, row, tools, messages, ids, image, call)
     if keep != about:
         answer = f"<answer>{_answer_shown(row, keep)}</answer>"
     reply = _assistant_ids(policy, answer)
@@ -166,7 +156,6 @@ def zoom_demonstration(policy, row: Row, rng: random.Random, rate: float, tools:
     """A zoom call on the row's region (``extra.zoom_box``) in ``rate`` of the cases, else on a region of the same
     size elsewhere (which region to zoom is left to RL, as the label choice is), the tool's real observation, and
     the answer (the question's own: a zoom elsewhere still leaves the whole chart in the conversation)."""
-    from chartrl.tools import run_tool_text
 
     messages, ids, image = start
     box = [float(v) for v in row.extra["zoom_box"]]
@@ -180,18 +169,27 @@ def zoom_demonstration(policy, row: Row, rng: random.Random, rate: float, tools:
         + json.dumps({"name": name, "arguments": {"bbox_2d": [round(v, 3) for v in box]}})
         + "\n</tool_call>"
     )
-    outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
-    mask = [0] * len(ids)
-    call_ids = _assistant_ids(policy, call)
-    ids, mask = ids + call_ids, mask + [1] * len(call_ids)
-    previous = messages + [conversation.assistant_message(call, outcome.calls)]
-    updated = previous + [conversation.tool_message(outcome.observation, outcome.image)]
-    merge = policy.builder.merge_context_tokens(previous, updated, ids)
-    mask = mask + [0] * (len(merge.token_ids) - len(ids))
-    images = [image] + ([outcome.image] if outcome.image is not None else [])
+    ids, mask, images, outcome = tool_turn(policy, row, tools, messages, ids, image, call)
     reply = _assistant_ids(policy, f"<answer>{row.answer}</answer>")
     kind = "tool_correct" if correct else "tool_other"
-    return Demonstration(list(merge.token_ids) + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
+    return Demonstration(ids + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
+
+
+def tool_turn(policy, row: Row, tools: ToolsConfig, messages, prompt_ids: list[int], image, call: str):
+    """The demonstrated ``call`` after the prompt, run on the chart, and the tool's observation merged in as verl's
+    token builder does: returns the token ids, their loss mask (1 on the call only), the images in token order
+    and the tool's outcome."""
+    from chartrl.tools import run_tool_text
+
+    outcome = run_tool_text(call, image, row.bboxes, tools.names, max_calls=tools.max_calls_per_turn)
+    call_ids = _assistant_ids(policy, call)
+    with_call = prompt_ids + call_ids
+    previous = messages + [conversation.assistant_message(call, outcome.calls)]
+    updated = previous + [conversation.tool_message(outcome.observation, outcome.image)]
+    merge = policy.builder.merge_context_tokens(previous, updated, with_call)
+    mask = [0] * len(prompt_ids) + [1] * len(call_ids) + [0] * (len(merge.token_ids) - len(with_call))
+    images = [image] + ([outcome.image] if outcome.image is not None else [])
+    return list(merge.token_ids), mask, images, outcome
 
 
 def perception_demonstration(policy, row: Row, image, prompt_config: PromptConfig) -> Demonstration:
