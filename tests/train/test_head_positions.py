@@ -108,3 +108,33 @@ def test_supervised_loss_matches_a_head_over_every_position(tiny_policy, synth_r
         weights = mask[:, 1:].float()
         reference = (token_loss * weights).sum() / weights.sum()
         assert supervised_loss(tiny_policy, demos).item() == pytest.approx(reference.item(), rel=1e-6)
+
+
+def test_supervised_loss_in_length_ordered_micro_batches_is_the_whole_batch_loss(
+    tiny_policy, synth_rows, default_config
+):
+    """Groups of demonstrations in length order (warmstart.micro_batch_size) pad less and give the whole batch's
+    loss and gradient, up to the order of floating-point sums."""
+    cfg = default_config.warmstart
+    rng = random.Random(1)
+    demos = [
+        build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
+        for row in synth_rows["train"][:7]
+    ]
+    assert len({len(d.ids) for d in demos}) > 1  # lengths differ, so the groups pad differently
+
+    def loss_and_grads(micro_batch_size):
+        tiny_policy.model.zero_grad(set_to_none=True)
+        loss = supervised_loss(tiny_policy, demos, micro_batch_size)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in tiny_policy.model.named_parameters() if p.grad is not None}
+        tiny_policy.model.zero_grad(set_to_none=True)
+        return loss.item(), grads
+
+    whole, whole_grads = loss_and_grads(None)
+    for size in (1, 3, 7):
+        loss, grads = loss_and_grads(size)
+        assert loss == pytest.approx(whole, rel=1e-6)
+        assert grads.keys() == whole_grads.keys()
+        for name in whole_grads:
+            torch.testing.assert_close(grads[name], whole_grads[name], rtol=1e-4, atol=1e-6, msg=name)

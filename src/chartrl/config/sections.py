@@ -392,6 +392,7 @@ class WarmstartConfig(Section):
     text_restate_rate: float
     eval_rows: int
     threads: int
+    micro_batch_size: int | None = None
 
 
 @dataclass(frozen=True)

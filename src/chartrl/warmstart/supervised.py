@@ -313,19 +313,30 @@ def _text_batch(policy, rows, rng, cfg, prompt_config, tools, restate: bool, n: 
     return demos
 
 
-def supervised_loss(policy, demos: Sequence[Demonstration]):
-    """Mean cross-entropy over the demonstrations' assistant tokens (the output head runs on those positions only)."""
+def supervised_loss(policy, demos: Sequence[Demonstration], micro_batch_size: int | None = None):
+    """Mean cross-entropy over the demonstrations' assistant tokens (the output head runs on those positions only).
+    With ``micro_batch_size``, the demonstrations run in groups of that many, in length order, so a short one is
+    not padded to the longest of the whole batch: the same mean (up to the order of floating-point sums)."""
     import torch
 
-    batch = collate(policy, [TokenSequence(d.ids, d.images) for d in demos], padding_side="right")
-    mask = torch.zeros_like(batch["input_ids"])  # (B, T)
-    for row, demo in enumerate(demos):
-        mask[row, : len(demo.mask)] = torch.tensor(demo.mask)
-    rows, positions = mask[:, 1:].nonzero(as_tuple=True)  # (N,): position t predicts the trained token t + 1
-    logits = logits_at(policy.model, batch, rows, positions).float()  # (N, V)
-    targets = batch["input_ids"][rows, positions + 1]  # (N,)
-    token_loss = torch.nn.functional.cross_entropy(logits, targets, reduction="none")  # (N,)
-    return token_loss.sum() / max(1, len(targets))
+    order = sorted(range(len(demos)), key=lambda i: len(demos[i].ids))
+    size = micro_batch_size or len(demos)
+    groups = [[demos[i] for i in order[start : start + size]] for start in range(0, len(order), size)]
+    if micro_batch_size is None:
+        groups = [list(demos)]
+    total, count = None, 0
+    for group in groups:
+        batch = collate(policy, [TokenSequence(d.ids, d.images) for d in group], padding_side="right")
+        mask = torch.zeros_like(batch["input_ids"])  # (b, T)
+        for row, demo in enumerate(group):
+            mask[row, : len(demo.mask)] = torch.tensor(demo.mask)
+        rows, positions = mask[:, 1:].nonzero(as_tuple=True)  # (N,): position t predicts the trained token t + 1
+        logits = logits_at(policy.model, batch, rows, positions).float()  # (N, V)
+        targets = batch["input_ids"][rows, positions + 1]  # (N,)
+        token_loss = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+        total = token_loss if total is None else total + token_loss
+        count += len(targets)
+    return total / max(1, count)
 
 
 def train_warmstart(
@@ -369,7 +380,7 @@ def train_warmstart(
         built = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
-        loss = supervised_loss(policy, demos)
+        loss = supervised_loss(policy, demos, cfg.micro_batch_size)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.model.parameters(), cfg.grad_clip)
