@@ -89,8 +89,10 @@ def logits_at(model, tensors: dict[str, Any], rows, positions):
     """``model``'s logits at the batch positions ``(rows[i], positions[i])`` only, (N, V): the decoder runs on the
     whole batch and the output head only where a loss reads it, instead of a (B, T, V) tensor of every position.
 
-    The values are ``model(**tensors).logits[rows, positions]`` bit for bit (the head is a per-position linear);
-    what changes is the work: on the miniature a loss reads 10-30% of a batch's positions. ``model`` is a
+    The values are ``model(**tensors).logits[rows, positions]`` up to float rounding: the head is a per-position
+    linear, but the matrix product over N rows may take another kernel than over B x T rows (measured on this CPU:
+    equal bit for bit with 2 threads, differing in the last bits with 1). What changes is the work: on the
+    miniature a loss reads 10-30% of a batch's positions. ``model`` is a
     Qwen2.5-VL model or a LoRA (peft) wrapper of one, whose adapters sit inside the decoder's layers."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     hidden = base.model(**tensors).last_hidden_state  # (B, T, H)
