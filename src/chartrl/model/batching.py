@@ -97,3 +97,11 @@ def logits_at(model, tensors: dict[str, Any], rows, positions):
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     hidden = base.model(**tensors).last_hidden_state  # (B, T, H)
     return base.lm_head(hidden[rows, positions])  # (N, V)
+
+
+def length_groups(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Indices of ``lengths`` in groups of at most ``size``, shortest first (a stable sort): micro-batches of
+    similar lengths pad less, and the sum of their losses or gradients is the whole batch's, up to the order of
+    floating-point sums."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[start : start + size] for start in range(0, len(order), size)]

@@ -33,6 +33,7 @@ from chartrl.config import MlflowSettings, PromptConfig, RolloutConfig, ToolsCon
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
 from chartrl.files import write_atomically, write_json
+from chartrl.model.batching import length_groups
 from chartrl.progress import Progress
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
@@ -319,13 +320,12 @@ class Trainer:
             job.train.clip_low, max(tokens, 1), max(sequences, 1), job.max_response_tokens, job.train.clip_high
         )
         totals = {"actor/loss": 0.0, "actor/pg_loss": 0.0, "actor/kl": 0.0, "actor/clipfrac": 0.0, "actor/ppo_kl": 0.0}
-        # micro-batches of similar lengths pad less; the sum of their gradients is the batch's whatever the order
-        by_length = sorted(range(len(batch)), key=lambda row: len(batch.sequences[row].ids))
+        micro_batches = length_groups([len(s.ids) for s in batch.sequences], job.train.micro_batch_size)
         self.model.train()
         for _ in range(job.train.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            for start in range(0, len(batch), job.train.micro_batch_size):
-                micro = batch.select(by_length[start : start + job.train.micro_batch_size])
+            for rows in micro_batches:
+                micro = batch.select(rows)
                 share = float(micro.response_mask.sum()) / max(tokens, 1)
                 logprob = response_logprobs(self.model, self.policy, micro, self.params.temperature)  # (b, R)
                 pg_loss, pg_metrics = policy_loss(

@@ -33,7 +33,7 @@ from typing import Any
 from chartrl import prompts
 from chartrl.config import PromptConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
-from chartrl.model.batching import TokenSequence, collate, logits_at
+from chartrl.model.batching import TokenSequence, collate, length_groups, logits_at
 from chartrl.progress import Progress
 from chartrl.rollout import conversation
 
@@ -319,11 +319,9 @@ def supervised_loss(policy, demos: Sequence[Demonstration], micro_batch_size: in
     not padded to the longest of the whole batch: the same mean (up to the order of floating-point sums)."""
     import torch
 
-    order = sorted(range(len(demos)), key=lambda i: len(demos[i].ids))
-    size = micro_batch_size or len(demos)
-    groups = [[demos[i] for i in order[start : start + size]] for start in range(0, len(order), size)]
-    if micro_batch_size is None:
-        groups = [list(demos)]
+    groups = [list(demos)]
+    if micro_batch_size is not None:
+        groups = [[demos[i] for i in rows] for rows in length_groups([len(d.ids) for d in demos], micro_batch_size)]
     total, count = None, 0
     for group in groups:
         batch = collate(policy, [TokenSequence(d.ids, d.images) for d in group], padding_side="right")
