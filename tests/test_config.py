@@ -315,6 +315,15 @@ def test_schema_in_package_is_the_workflow_schema():
     assert packaged == (REPO / "workflow/schemas/config.schema.yaml").read_text()
 
 
+def test_the_schema_reads_the_same_with_libyaml_as_with_the_pure_python_parser():
+    """config_schema() parses with libyaml's loader for speed; what the Snakefile validates with is the same data."""
+    import yaml
+
+    from chartrl.config.schema import config_schema
+
+    assert config_schema() == yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+
+
 def test_judge_defaults_are_offline_and_members_inherit():
     config = load_config(root=REPO)
     judge = config.judge

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -81,14 +82,19 @@ def test_one_target_on_the_smoke_config_meets_the_contract(tmp_path):
     assert (tmp_path / "results/logs/data/synthchart/test.log").read_text().count("rendering") >= 1
 
 
-def test_two_runs_on_different_targets_share_the_local_ray_head(tmp_path):
+def test_two_runs_on_different_targets_share_the_local_ray_head(smoke_run, tmp_path):
     """Snakemake's lock lets two runs on different targets work in one folder at once; with launcher: ray both
     submit to the one local head. The run that ends first leaves the head to the other (it does not stop the
     other's job), both finish, and every MLflow run ends FINISHED."""
     ray = [f"--configfile={SMOKE}", "--config=launcher=ray"]  # `=`: each takes several values, targets included
-    # what both targets need, built first (two runs must not both plan the same jobs)
+    # what both targets need, there first (two runs must not both plan the same jobs): the smoke run's data and
+    # warm-started model with Snakemake's records of them, so that neither run plans their jobs again
+    shutil.copytree(smoke_run / ".snakemake", tmp_path / ".snakemake", ignore=shutil.ignore_patterns("locks"))
+    for kept in ("data", "models", "logs/data", "logs/model"):
+        shutil.copytree(smoke_run / "results" / kept, tmp_path / "results" / kept)
     shared = [f"results/data/synthchart/{split}.parquet" for split in ("train", "val", "test")]
-    snakemake(tmp_path, "--cores", "2", f"--configfile={SMOKE}", "results/models/base", *shared)
+    planned = snakemake(tmp_path, "-n", f"--configfile={SMOKE}", "results/models/base", *shared)
+    assert "Nothing to be done" in planned.stdout + planned.stderr, planned.stdout
     train_log = tmp_path / "results/logs/train/e3.log"
     with ThreadPoolExecutor(1) as pool:
         training = pool.submit(snakemake, tmp_path, "--cores", "1", *ray, "results/runs/e3/run.json")

@@ -30,7 +30,8 @@ class ConfigError(ChartrlError, ValueError):
 def config_schema() -> dict[str, Any]:
     """The JSON Schema shared with the Snakefile (shipped in the package as a link to workflow/schemas/)."""
     text = resources.files("chartrl").joinpath("schemas/config.schema.yaml").read_text()
-    return yaml.safe_load(text)
+    # libyaml's loader when PyYAML has it: the same data, about a tenth of the pure-Python parse (0.3 s of every job)
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _default_filling_validator() -> type:
