@@ -69,6 +69,14 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900)
     return result
 
 
+def reuse_outputs(source: Path, workdir: Path, kept: tuple[str, ...]) -> None:
+    """Copy a finished run's ``results/<kept>`` folders into ``workdir`` with Snakemake's records of them
+    (``.snakemake``, locks left out): a run there finds those outputs up to date and plans none of their jobs."""
+    shutil.copytree(source / ".snakemake", workdir / ".snakemake", ignore=shutil.ignore_patterns("locks"))
+    for folder in kept:
+        shutil.copytree(source / "results" / folder, workdir / "results" / folder)
+
+
 def copy_chartqa_layout(dest: Path, charts: list[str] | None = None) -> Path:
     """Copy the real ChartQA sample (optionally only some charts) into ``dest`` in the original layout."""
     import json

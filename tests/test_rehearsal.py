@@ -13,7 +13,6 @@ the local run's data and warm-started model (their jobs are the same on both bac
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from chartrl.data.contract import has_boxes, read_split
 from chartrl.report.panels import panel_problems
 
-from conftest import REPO, snakemake
+from conftest import REPO, reuse_outputs, snakemake
 
 pytestmark = pytest.mark.slow
 OVERLAYS = ("--configfile", str(REPO / "config" / "gpu.yaml"), str(REPO / "config" / "rehearsal.yaml"))
@@ -105,9 +104,7 @@ def test_every_report_panel_has_data(rehearsal):
 @pytest.fixture(scope="module")
 def rehearsal_verl(rehearsal, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("rehearsal-verl")
-    shutil.copytree(rehearsal / ".snakemake", workdir / ".snakemake", ignore=shutil.ignore_patterns("locks"))
-    for kept in ("data", "models", "logs"):
-        shutil.copytree(rehearsal / "results" / kept, workdir / "results" / kept)
+    reuse_outputs(rehearsal, workdir, ("data", "models", "logs"))
     overlay = workdir / "verl.yaml"
     overlay.write_text(VERL_OVERLAY)
     with pytest.MonkeyPatch.context() as patch:

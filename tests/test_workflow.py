@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,7 +11,7 @@ import pytest
 
 from chartrl.data.contract import check_box, check_row, read_split
 
-from conftest import REPO, snakemake
+from conftest import REPO, reuse_outputs, snakemake
 from synth_answers import expected_answer
 
 pytestmark = pytest.mark.slow
@@ -89,9 +88,7 @@ def test_two_runs_on_different_targets_share_the_local_ray_head(smoke_run, tmp_p
     ray = [f"--configfile={SMOKE}", "--config=launcher=ray"]  # `=`: each takes several values, targets included
     # what both targets need, there first (two runs must not both plan the same jobs): the smoke run's data and
     # warm-started model with Snakemake's records of them, so that neither run plans their jobs again
-    shutil.copytree(smoke_run / ".snakemake", tmp_path / ".snakemake", ignore=shutil.ignore_patterns("locks"))
-    for kept in ("data", "models", "logs/data", "logs/model"):
-        shutil.copytree(smoke_run / "results" / kept, tmp_path / "results" / kept)
+    reuse_outputs(smoke_run, tmp_path, ("data", "models", "logs/data", "logs/model"))
     shared = [f"results/data/synthchart/{split}.parquet" for split in ("train", "val", "test")]
     planned = snakemake(tmp_path, "-n", f"--configfile={SMOKE}", "results/models/base", *shared)
     assert "Nothing to be done" in planned.stdout + planned.stderr, planned.stdout
