@@ -25,6 +25,7 @@ MODULES = (
     "bench_rewards",
     "bench_rollout",
     "bench_kv_reuse",
+    "bench_cache",
     "bench_train",
     "bench_learning",
     "bench_verl",

@@ -157,3 +157,43 @@ def test_a_model_with_other_logits_processors_falls_back_to_the_full_reprefill()
     assert kv_reuse.plain_generation(Model()) == ["repetition_penalty"]
     Model.generation_config = GenerationConfig(do_sample=True)
     assert kv_reuse.plain_generation(Model()) == []
+
+
+def test_the_appending_cache_changes_no_bit_of_either_pass(tiny_policy, synth_rows, default_config, monkeypatch):
+    """Both passes (pass 1 through ``generate``, pass 2 through the reuse loop), sampled: the same tokens, the same
+    log-probs and the same kept keys/values, to the last bit, as with transformers' own ``DynamicCache``; 6 new
+    tokens of reserve make the buffers grow during decoding."""
+    from transformers import DynamicCache
+
+    from chartrl.rollout import cache
+
+    rows = synth_rows["val"][:8]
+    params = SamplingParams(max_new_tokens=16, temperature=0.8, top_p=0.95)
+    small = cache.appending_cache
+    monkeypatch.setattr(cache, "appending_cache", lambda config, reserve, data=None: small(config, 6, data))
+    appending = _two_passes(tiny_policy, rows, default_config, params, seed=5)
+    assert any(isinstance(layer, cache.AppendingLayer) for layer in small(tiny_policy.model.config, 1).layers)
+
+    def dynamic(config, reserve, data=None):
+        return DynamicCache(ddp_cache_data=data, config=config)
+
+    monkeypatch.setattr(cache, "appending_cache", dynamic)
+    plain = _two_passes(tiny_policy, rows, default_config, params, seed=5)
+    for results in (1, 2, 3):  # pass 2 without reuse, with reuse, pass 1
+        for a, b in zip(appending[results], plain[results], strict=True):
+            assert (a.ids, a.logprobs, a.stop, a.reused) == (b.ids, b.logprobs, b.stop, b.reused)
+    for a, b in zip(appending[4], plain[4], strict=True):  # what pass 1 kept for pass 2
+        assert a.ids == b.ids and torch.equal(a.positions, b.positions)
+        assert all(torch.equal(x, y) for x, y in zip(a.keys + a.values, b.keys + b.values, strict=True))
+
+
+def test_an_appending_layer_holds_what_concatenation_would():
+    from chartrl.rollout.cache import AppendingLayer
+
+    layer, chunks = AppendingLayer(reserve=2), [torch.randn(3, 2, n, 4) for n in (5, 1, 1, 1, 7, 1)]
+    for k, chunk in enumerate(chunks):
+        keys, values = layer.update(chunk, -chunk)
+        expected = torch.cat(chunks[: k + 1], dim=-2)
+        assert torch.equal(keys, expected) and torch.equal(values, -expected)
+        assert layer.get_seq_length() == expected.shape[-2]
+    assert layer._key_buffer.shape[-2] >= 16  # it grew past its first buffer (5 + 2) twice

@@ -150,7 +150,8 @@ def continue_batch(
     """Generate one pass for ``sequences``, reusing ``caches``. Returns (completions (B, T) long, raw logits
     (B, T, V) float, reused prefix length per row, RowCache per row or None)."""
     import torch
-    from transformers import DynamicCache
+
+    from chartrl.rollout.cache import appending_cache
 
     pad = policy.ids.pad
     batch = len(sequences)
@@ -187,7 +188,7 @@ def continue_batch(
                     k[row, :, cached_len - p :] = cache.keys[layer][:, :p]
                     v[row, :, cached_len - p :] = cache.values[layer][:, :p]
             layers.append((k, v))
-    model_cache = DynamicCache(ddp_cache_data=layers, config=vl_model(policy).config)
+    model_cache = appending_cache(vl_model(policy).config, reserve=new_len + params.max_new_tokens, data=layers)
 
     input_ids = torch.full((batch, new_len), pad, dtype=torch.long)
     mask = torch.zeros((batch, cached_len + new_len), dtype=torch.long)

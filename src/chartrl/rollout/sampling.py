@@ -73,6 +73,7 @@ def _sample_batch(
     import torch
 
     from chartrl.rollout import kv_reuse
+    from chartrl.rollout.cache import appending_cache
 
     temperature = 1.0 if params.greedy else params.temperature
     if any(cache is not None for cache in caches) and _reuse_allowed(policy):
@@ -87,10 +88,12 @@ def _sample_batch(
         if params.greedy
         else {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
     )
+    cache = appending_cache(kv_reuse.vl_model(policy).config, reserve=params.max_new_tokens)
     with torch.no_grad():
         generated = policy.model.generate(
             **batch,
             **sampling,
+            past_key_values=cache,
             max_new_tokens=params.max_new_tokens,
             eos_token_id=list(stop_ids),
             pad_token_id=policy.ids.pad,

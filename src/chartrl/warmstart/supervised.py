@@ -20,13 +20,13 @@ chart). Then the protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from chartrl import prompts
 from chartrl.config import PromptConfig, ToolsConfig, WarmstartConfig
 from chartrl.data.contract import Row
 from chartrl.model.batching import TokenSequence, collate, length_groups, logits_at
+from chartrl.model.memo import RememberingBuilder
 from chartrl.progress import Progress
 from chartrl.rollout import conversation
 
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 TOOL_AXIS = {"v_bar": "x_values", "h_bar": "y_values"}
 
 
-@dataclass
+@dataclasses.dataclass
 class Demonstration:
     ids: list[int]
     mask: list[int]
@@ -72,7 +73,7 @@ def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
     return [name for name in tools.names if tool_spec(name).axis == axis]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class CallTarget:
     """What a demonstrated call on a row works with."""
 
@@ -363,16 +364,18 @@ def train_warmstart(
         )
     history = []
     progress = Progress("warm start", cfg.steps, log, unit="steps")
+    # demonstrations repeat (32 a step from the train rows): each conversation is rendered by the processor once
+    builder = RememberingBuilder(policy.builder)
+    demo_policy = dataclasses.replace(policy, builder=builder)
     for step in range(cfg.steps):
         started = time.perf_counter()
         phase = phase_at(step, cfg)
         label_rate = correct_label_rate_at(step, cfg)
         n_text = {"text": cfg.batch_size, "perception+text": cfg.batch_size // 2}.get(phase, 0)
-        demos = _text_batch(policy, text_rows, rng, cfg, prompt_config, tools, text_restating(step, cfg), n_text)
+        demos = _text_batch(demo_policy, text_rows, rng, cfg, prompt_config, tools, text_restating(step, cfg), n_text)
+        perception = phase.startswith("perception")
         demos += [
-            build_demonstration(
-                policy, rng.choice(rows), rng, cfg, prompt_config, tools, phase.startswith("perception"), label_rate
-            )
+            build_demonstration(demo_policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception, label_rate)
             for _ in range(cfg.batch_size - n_text)
         ]
         built = time.perf_counter()
@@ -407,6 +410,7 @@ def train_warmstart(
             log.info(
                 "step %d/%d loss %.4f lr %.2e", step + 1, cfg.steps, metrics["warmstart/loss"], metrics["warmstart/lr"]
             )
+    log.info("warm start: %d conversations rendered, %d taken from earlier steps", builder.misses, builder.hits)
     policy.model.eval()
     return history
 
