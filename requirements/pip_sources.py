@@ -18,13 +18,13 @@ KEYS = {"find-links": "--find-links", "index-url": "--index-url", "extra-index-u
 
 
 def pip_config() -> dict[str, str]:
-    """pip's effective settings, later sources overriding earlier ones (``pip config list`` prints files, then
-    the environment)."""
+    """pip's effective settings: a PIP_* variable (``:env:`` in ``pip config list``) overrides the same setting
+    from a file, as in pip."""
     out = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
     ).stdout
     settings: dict[str, str] = {}
-    for line in out.splitlines():
+    for line in sorted(out.splitlines(), key=lambda line: line.startswith(":env:")):
         name, _, value = line.partition("=")
         key = name.rsplit(".", 1)[-1]
         settings[key] = value.strip().strip("'\"")
