@@ -1,7 +1,7 @@
 """Print this machine's pip package sources as ``uv pip install`` options (used by ``make setup``).
 
-``make setup`` installs the lock file with uv, which unpacks the wheels in parallel and writes no bytecode up front
-(Python compiles each module the first time it is imported). uv does not read pip's configuration, so the sources
+``make setup`` installs the lock file with uv, which unpacks and compiles the wheels in parallel (with
+``--compile-bytecode``, as pip compiles them). uv does not read pip's configuration, so the sources
 pip is set up with (``pip config list``: files and PIP_* variables) are passed on: each find-links folder, the index
 and extra indexes, and a global constraint file. pip picks the best match over all its indexes, and so does uv with
 ``--index-strategy unsafe-best-match``. With no pip configuration the output is only that strategy and uv reads

@@ -14,21 +14,12 @@ from chartrl.warmstart import supervised
 
 
 def _demos(policy, rows, config, steps):
-    """The demonstrations of ``steps`` warm-start steps of every phase, built as train_warmstart builds them."""
+    """The demonstrations of ``steps`` warm-start steps, built by the warm start's own ``step_demonstrations``."""
     cfg = dataclasses.replace(config.warmstart, batch_size=8)
     rng, out = random.Random("memo"), []
     text_rows = [row for row in rows if supervised.call_target(row, config.tools)]
     for step in steps:
-        phase = supervised.phase_at(step, cfg)
-        n_text = {"text": cfg.batch_size, "perception+text": cfg.batch_size // 2}.get(phase, 0)
-        restate = supervised.text_restating(step, cfg)
-        demos = supervised._text_batch(policy, text_rows, rng, cfg, config.prompts, config.tools, restate, n_text)
-        demos += [
-            supervised.build_demonstration(
-                policy, rng.choice(rows), rng, cfg, config.prompts, config.tools, phase.startswith("perception"), 0.5
-            )
-            for _ in range(cfg.batch_size - n_text)
-        ]
+        demos = supervised.step_demonstrations(policy, rows, text_rows, rng, step, cfg, config.prompts, config.tools)
         out += [(d.ids, d.mask, d.kind, d.outcome, [image.tobytes() for image in d.images]) for d in demos]
     return out
 

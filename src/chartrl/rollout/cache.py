@@ -5,7 +5,7 @@ a buffer that has room for the tokens still to come.
 decoded token (on the miniature, a quarter of a decode step's time at 32 rows and 300 tokens of context). Here the
 new tokens are written into the buffer's next free columns and the layer's ``keys`` / ``values`` are views of the
 filled part, so attention reads exactly the tensors it read before (same values, same shapes, other strides) and the
-logits are the same bit for bit (``tests/rollout/test_cache.py`` compares them with ``DynamicCache``'s). A buffer
+logits are the same bit for bit (``tests/rollout/test_kv_reuse.py`` compares them with ``DynamicCache``'s). A buffer
 that fills up is replaced by one twice as large, as a list grows.
 """
 

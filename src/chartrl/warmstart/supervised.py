@@ -314,6 +314,29 @@ def _text_batch(policy, rows, rng, cfg, prompt_config, tools, restate: bool, n: 
     return demos
 
 
+def step_demonstrations(
+    policy,
+    rows: Sequence[Row],
+    text_rows: Sequence[Row],
+    rng: random.Random,
+    step: int,
+    cfg: WarmstartConfig,
+    prompt_config: PromptConfig,
+    tools: ToolsConfig,
+) -> list[Demonstration]:
+    """The ``cfg.batch_size`` demonstrations of warm-start step ``step``: text demonstrations (from ``text_rows``)
+    as the step's phase asks, then demonstrations on charts drawn from ``rows``."""
+    phase = phase_at(step, cfg)
+    n_text = {"text": cfg.batch_size, "perception+text": cfg.batch_size // 2}.get(phase, 0)
+    demos = _text_batch(policy, text_rows, rng, cfg, prompt_config, tools, text_restating(step, cfg), n_text)
+    perception, label_rate = phase.startswith("perception"), correct_label_rate_at(step, cfg)
+    demos += [
+        build_demonstration(policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception, label_rate)
+        for _ in range(cfg.batch_size - n_text)
+    ]
+    return demos
+
+
 def supervised_loss(policy, demos: Sequence[Demonstration], micro_batch_size: int | None = None):
     """Mean cross-entropy over the demonstrations' assistant tokens (the output head runs on those positions only).
     With ``micro_batch_size``, the demonstrations run in groups of that many, in length order, so a short one is
@@ -369,15 +392,8 @@ def train_warmstart(
     demo_policy = dataclasses.replace(policy, builder=builder)
     for step in range(cfg.steps):
         started = time.perf_counter()
-        phase = phase_at(step, cfg)
         label_rate = correct_label_rate_at(step, cfg)
-        n_text = {"text": cfg.batch_size, "perception+text": cfg.batch_size // 2}.get(phase, 0)
-        demos = _text_batch(demo_policy, text_rows, rng, cfg, prompt_config, tools, text_restating(step, cfg), n_text)
-        perception = phase.startswith("perception")
-        demos += [
-            build_demonstration(demo_policy, rng.choice(rows), rng, cfg, prompt_config, tools, perception, label_rate)
-            for _ in range(cfg.batch_size - n_text)
-        ]
+        demos = step_demonstrations(demo_policy, rows, text_rows, rng, step, cfg, prompt_config, tools)
         built = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(step, cfg)
