@@ -104,10 +104,19 @@ def _check_verl_gpu_limit():
         raise WorkflowError(problem)
 
 
+def _use_forkserver():
+    """Local jobs run their `chartrl` command in a fork of a preloaded interpreter (chartrl.forkserver), unless
+    CHARTRL_FORKSERVER is set already (`off` turns it off). Set after the local Ray head started, so that Ray jobs,
+    which inherit the head's environment, keep processes of their own."""
+    if workflow.local_exec:
+        os.environ.setdefault("CHARTRL_FORKSERVER", "on")
+
+
 onstart:
     _check_verl_gpu_limit()
     if LOCAL_RAY_HEAD:
         _start_local_head()
+    _use_forkserver()
 
 
 onsuccess:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +18,37 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_caches(tmp_path_factory):
-    """Hugging Face libraries stay offline and write their caches to a temp folder."""
+    """Hugging Face libraries stay offline and write their caches to a temp folder; the workflow's forkservers
+    (chartrl.forkserver) keep their sockets and logs in one too, and are stopped at the end."""
     cache = tmp_path_factory.mktemp("hf-cache")
-    saved = {k: os.environ.get(k) for k in ("HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE")}
+    forkservers = tmp_path_factory.mktemp("forkservers")
+    names = ("HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_DATASETS_CACHE", "CHARTRL_FORKSERVER_DIR")
+    saved = {k: os.environ.get(k) for k in names}
     os.environ.update(
-        HF_HOME=str(cache), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_DATASETS_CACHE=str(cache / "datasets")
+        HF_HOME=str(cache),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_DATASETS_CACHE=str(cache / "datasets"),
+        CHARTRL_FORKSERVER_DIR=str(forkservers),
     )
     yield
+    stop_forkservers(forkservers)
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def stop_forkservers(folder: Path) -> None:
+    """SIGTERM every forkserver with its socket in ``folder`` (they would exit on their own after idling)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+            if any(b"serve_forks" in a for a in args) and any(a.startswith(os.fsencode(folder)) for a in args):
+                os.kill(int(cmdline.parent.name), signal.SIGTERM)
+        except (OSError, ProcessLookupError):
+            pass
 
 
 def raw_default_config() -> dict:

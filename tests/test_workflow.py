@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -129,6 +131,17 @@ def smoke_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("smoke")
     snakemake(workdir, "--cores", "2", "--configfile", SMOKE)
     return workdir
+
+
+def test_the_smoke_jobs_ran_in_forks_of_a_preloaded_server(smoke_run):
+    """The workflow turns the forkserver on for its jobs (chartrl.forkserver): all but the few that started a
+    server (one per environment) ran in a fork of it, every stage among them."""
+    logs = Path(os.environ["CHARTRL_FORKSERVER_DIR"]).glob("*.log")
+    served = [line for log in logs for line in log.read_text().splitlines() if f" in {smoke_run}: " in line]
+    stages = {line.rsplit("chartrl ", 1)[1] for line in served}
+    assert {"data", "model", "warmstart", "launch", "train", "test-accuracy", "score", "diagonal", "report"} <= stages
+    jobs = len(list((smoke_run / "results/benchmarks").rglob("*.tsv")))
+    assert len([line for line in served if not line.endswith("chartrl launch")]) >= jobs - 3
 
 
 def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):

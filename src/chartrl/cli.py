@@ -12,7 +12,9 @@ import argparse
 import importlib
 import logging
 import sys
+from pathlib import Path
 
+from chartrl import forkserver
 from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
 COMMAND_GROUPS = (
@@ -20,6 +22,15 @@ COMMAND_GROUPS = (
     "verl", "launch",
 )  # fmt: skip
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
+
+
+SERVER_COMMAND = (sys.executable, "-P", "-c", "import sys, chartrl.cli; sys.exit(chartrl.cli.serve_forks(sys.argv[1]))")
+"""How ``chartrl`` starts a forkserver (the socket path is appended): no folder is put on ``sys.path``."""
+
+
+def serve_forks(path: str) -> int:
+    """A forkserver whose jobs run :func:`main` (chartrl.forkserver)."""
+    return forkserver.serve(Path(path), main)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    served = forkserver.delegate(argv, SERVER_COMMAND)  # CHARTRL_FORKSERVER=on: run in a preloaded process
+    if served is not None:
+        return served
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True
     )

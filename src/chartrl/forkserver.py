@@ -1,0 +1,451 @@
+"""A preloaded interpreter for the workflow's jobs: each ``chartrl`` command a Snakemake rule runs is a new process,
+and on the embedded default's tiny sizes its imports (torch, transformers with the Qwen2.5-VL modules, MLflow's
+SQL store, pyarrow, openai: 6 to 8 s on a 2-core machine) cost as much as the work of many jobs. With
+``CHARTRL_FORKSERVER=on`` in its environment (the workflow sets it for its local jobs, unless it is already set),
+``chartrl`` hands its command line to a server that imported those libraries once and forks a process per job.
+
+The forked job is the command as it would run on its own: the client's working folder, environment, umask,
+standard input, output and error (passed as file descriptors, so redirections and log files are the job's), and its
+exit status (``128 + N`` when killed by signal N, as a shell reports it). The job's Python code, chartrl's own
+included, is imported fresh in the forked process; only the third-party libraries of :data:`PRELOAD` come from the
+server. A server serves one environment: the variables (every one but those a shell sets per process), the
+interpreter, the installed packages' folder and the few chartrl modules the server itself imported are hashed into
+its socket's name, so a job with another environment gets another server.
+
+What the client does for the job: it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the job's process and exits
+with the job's status; when the client goes away (killed), the server sends the job SIGTERM, so it ends as a
+stopped job does. Where no server answers, the client starts one in the background and runs its own command in
+its own process, as it would without the server; a server with no job for :data:`IDLE_S` seconds exits.
+
+Off: ``CHARTRL_FORKSERVER=off`` (or unset, outside the workflow). One difference to know: Snakemake's benchmark
+files measure the job's process tree, and a forked job is the server's child, not the client's: their ``s`` column
+(wall time) is the job's, their memory and CPU columns are the client's only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ENV = "CHARTRL_FORKSERVER"
+"""``on``: ``chartrl`` commands run through a forkserver; anything else (``off``, unset): in their own process."""
+DIR_ENV = "CHARTRL_FORKSERVER_DIR"
+"""Where the servers' sockets and logs live (default: ``chartrl-forkserver-<uid>`` in the temp folder)."""
+IDLE_S = 120.0
+"""A server with no job running and none started for this long exits."""
+PRELOAD = (
+    "numpy",
+    "PIL.Image",
+    "pyarrow.parquet",
+    "jsonschema",
+    "yaml",
+    "jinja2",
+    "torch",
+    "transformers",
+    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl",
+    "transformers.models.qwen2_5_vl.processing_qwen2_5_vl",
+    "mlflow",
+    "mlflow.tracking",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "openai",
+)
+"""Third-party modules the server imports before it forks: what the jobs' start-up spends its time on. Nothing of
+verl: importing it patches libraries, which a local-backend job must not inherit."""
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
+"""Variables a shell sets per process: not part of a server's environment key."""
+MAX_SOCKET_PATH = 107
+"""The longest Unix socket path Linux takes (108 bytes with the terminating zero)."""
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+_serving = False
+"""True in a server and in the jobs it forks: their ``chartrl`` runs its command itself."""
+
+
+class _NotServed(Exception):
+    """The server closed the connection before it started the job: the client runs the command itself."""
+
+
+def enabled() -> bool:
+    return not _serving and os.environ.get(ENV, "").strip().lower() == "on"
+
+
+def socket_dir() -> Path:
+    import tempfile
+
+    folder = Path(os.environ.get(DIR_ENV) or Path(tempfile.gettempdir()) / f"chartrl-forkserver-{os.getuid()}")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise PermissionError(f"{folder} is not a folder only this user can write to; set {DIR_ENV} to one")
+    return folder
+
+
+def environment_key(env: dict[str, str] | None = None) -> str:
+    """What a server's jobs share: the environment (every variable but :data:`VOLATILE`), the interpreter, the
+    installed packages' folder (its modification time changes with every install or removal) and the chartrl
+    modules imported so far (the client's: the same the server imports before its preloads)."""
+    env = dict(os.environ) if env is None else env
+    digest = hashlib.sha256()
+    digest.update(json.dumps(sorted((k, v) for k, v in env.items() if k not in VOLATILE)).encode())
+    digest.update(f"{sys.executable}\0{sys.version}".encode())
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    digest.update(f"{purelib}\0{purelib.stat().st_mtime_ns}".encode())
+    for name in sorted(n for n in sys.modules if n == "chartrl" or n.startswith("chartrl.")):
+        path = getattr(sys.modules[name], "__file__", None)
+        if path:
+            info = os.stat(path)
+            digest.update(f"{path}\0{info.st_mtime_ns}\0{info.st_size}".encode())
+    return digest.hexdigest()[:24]
+
+
+def socket_path(env: dict[str, str] | None = None) -> Path:
+    path = socket_dir() / f"{environment_key(env)}.sock"
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise OSError(f"the socket path {path} is longer than a Unix socket allows; set {DIR_ENV} to a shorter folder")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------- client
+
+
+def delegate(argv: Sequence[str], server_command: Sequence[str]) -> int | None:
+    """Run ``chartrl argv`` through this environment's server: its exit status, or None when the caller should run
+    the command itself (the forkserver is off, or no server answered; then one is started for the next jobs)."""
+    if not enabled():
+        return None
+    try:
+        path = socket_path()
+    except OSError as err:
+        print(f"chartrl: forkserver off for this job: {err}", file=sys.stderr)
+        return None
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        client.close()
+        _start_server(path, server_command)
+        return None
+    except OSError:
+        client.close()
+        return None
+    try:
+        return _run_remote(client, list(argv))
+    except _NotServed:
+        return None
+    finally:
+        client.close()
+
+
+def _start_server(path: Path, server_command: Sequence[str]) -> None:
+    """Start a server for ``path`` in the background (its own session, output to a log beside the socket)."""
+    log = path.with_suffix(".log")
+    with open(log, "ab") as out:
+        subprocess.Popen(
+            [*server_command, str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd="/",
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _run_remote(client: socket.socket, argv: list[str]) -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    header = json.dumps(
+        {"argv": argv, "argv0": sys.argv[0], "cwd": os.getcwd(), "env": dict(os.environ), "umask": umask}
+    ).encode()
+    try:
+        socket.send_fds(client, [struct.pack("!I", len(header))], [0, 1, 2])
+        client.sendall(header)
+    except OSError as err:
+        raise _NotServed from err
+    replies = client.makefile("rb")
+    first = _reply(replies)
+    if first is None:
+        raise _NotServed
+    pid = first["pid"]
+
+    def forward(signum, _frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in FORWARDED:
+        signal.signal(signum, forward)
+    last = _reply(replies)
+    if last is None:
+        print(f"chartrl: error: the forkserver ended while it ran this job (pid {pid})", file=sys.stderr)
+        return 1
+    if last.get("signal"):  # end as the job ended: killed by the same signal
+        if last["signal"] not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(last["signal"], signal.SIG_DFL)
+        os.kill(os.getpid(), last["signal"])
+    return int(last["status"])
+
+
+def _reply(replies) -> dict | None:
+    try:
+        line = replies.readline()
+    except OSError:
+        return None
+    return json.loads(line) if line.endswith(b"\n") else None
+
+
+# ---------------------------------------------------------------------------------------------------- server
+
+
+def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S) -> int:
+    """Serve the jobs of one environment on the socket ``path`` until idle for ``idle_s`` seconds. Returns 0 (in a
+    forked job this never returns: the job's process exits with the job's status)."""
+    global _serving
+    import gc
+    import importlib
+    import selectors
+
+    _serving = True
+    listener = _bind(Path(path))
+    if listener is None:
+        return 0  # another server holds it
+    inode = os.stat(path).st_ino
+    server_pid = os.getpid()
+    started = time.monotonic()
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 (a missing optional library: its jobs import it themselves)
+            print(f"forkserver: not preloaded: {name}: {err}", flush=True)
+    gc.freeze()  # the preloaded objects are never collected: a job's collections leave their pages shared
+    print(f"forkserver {server_pid}: {path} ready in {time.monotonic() - started:.1f} s", flush=True)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}
+    last_active = time.monotonic()
+    stopping: list[int] = []
+
+    def on_stop(signum, _frame):  # stop the running jobs, report their statuses, then exit
+        if os.getpid() != server_pid:  # a job between its fork and its own handlers
+            os._exit(128 + signum)
+        stopping.append(signum)
+        for pid in children:
+            _signal(pid, signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_stop)
+    try:
+        while children or (not stopping and time.monotonic() - last_active < idle_s):
+            for key, _ in selector.select(timeout=0.2):
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    if stopping:
+                        conn.close()  # the client runs its command itself
+                        continue
+                    pid = _fork_job(conn, job, [listener, selector, *children.values()])
+                    if pid:
+                        children[pid] = conn
+                        selector.register(conn, selectors.EVENT_READ, pid)
+                    else:
+                        conn.close()
+                elif not _peek(key.fileobj):  # the client went away: stop its job as Snakemake would
+                    selector.unregister(key.fileobj)
+                    _signal(key.data, signal.SIGTERM)
+            _reap(children, selector)
+            if children:
+                last_active = time.monotonic()
+    finally:
+        if os.getpid() == server_pid:
+            _unbind(listener, Path(path), inode)
+            reason = f"signal {stopping[0]}" if stopping else "idle"
+            print(f"forkserver {server_pid}: {reason}, exiting", flush=True)
+    return 0
+
+
+def _bind(path: Path) -> socket.socket | None:
+    """Listen on ``path``: None when a live server already does (a socket file nobody answers is removed)."""
+    import fcntl
+
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+                return None
+            except OSError:
+                path.unlink(missing_ok=True)
+            finally:
+                probe.close()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(64)
+        return listener
+
+
+def _unbind(listener: socket.socket, path: Path, inode: int) -> None:
+    """Stop listening; remove the socket file if it is still this server's (``inode``: its file's, when bound)."""
+    listener.close()
+    try:
+        if os.stat(path).st_ino == inode:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def _peek(conn: socket.socket) -> bool:
+    """False when the client closed its end (EOF)."""
+    try:
+        return bool(conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(children: dict[int, socket.socket], selector) -> None:
+    """Send each ended job's exit status to its client and close the connection."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        reply = {"status": 128 - code, "signal": -code} if code < 0 else {"status": code}  # killed by signal N
+        try:
+            conn.sendall(json.dumps(reply).encode() + b"\n")
+        except OSError:
+            pass
+        try:
+            selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
+
+
+def _fork_job(conn: socket.socket, job: Callable[[list[str]], int], inherited: list) -> int | None:
+    """Receive a job (header and the client's standard descriptors) and fork its process; the pid, or None when the
+    client sent no complete job."""
+    conn.settimeout(10)
+    try:
+        message, fds, _, _ = socket.recv_fds(conn, 4, 3)
+        if len(message) != 4 or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            return None
+        size = struct.unpack("!I", message)[0]
+        body = b""
+        while len(body) < size:
+            chunk = conn.recv(size - len(body))
+            if not chunk:
+                raise OSError("the client closed the connection mid-header")
+            body += chunk
+        request = json.loads(body)
+    except (OSError, ValueError) as err:
+        print(f"forkserver: a client sent no complete job: {err}", flush=True)
+        return None
+    finally:
+        conn.settimeout(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        print(f"job {pid} in {request['cwd']}: chartrl {' '.join(request['argv'][:1])}", flush=True)
+        for fd in fds:
+            os.close(fd)
+        try:
+            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        except OSError:
+            _signal(pid, signal.SIGTERM)
+        return pid
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # not the server's handlers
+        signal.signal(signum, signal.SIG_DFL)
+    for held in inherited:  # the job holds none of the server's sockets (a client waits for the server's end alone)
+        held.close()
+    conn.close()
+    _exit(_run_job(request, fds, job))
+
+
+def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> int:
+    """In the forked process: become the client's command, run it, return its exit status."""
+    import io
+    import traceback
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=os.isatty(1))
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])
+    sys.argv = [request["argv0"], *request["argv"]]
+    if "numpy" in sys.modules:  # a process of its own would draw its global seed afresh (random does on fork)
+        sys.modules["numpy"].random.seed()
+    try:
+        return int(job(list(request["argv"])) or 0)
+    except SystemExit as done:
+        code = done.code
+        if code is None or isinstance(code, int):
+            return int(code or 0)
+        print(code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 128 + signal.SIGINT
+    except BaseException:  # noqa: BLE001 (what Python prints for an uncaught exception, and its status 1)
+        traceback.print_exc()
+        return 1
+
+
+def _exit(code: int) -> None:
+    """End the forked job as the interpreter ends a process, up to its module teardown: wait for its non-daemon
+    threads, run the exit handlers (logging's flush among them), flush the standard streams. The teardown is left
+    out: in a fork of the preloaded server it takes about 3 s (every object it frees is a copy-on-write page); a
+    plain process that imported the same libraries spends about 2 s in it."""
+    import atexit
+    import threading
+
+    try:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 (a failing exit handler: reported as Python reports it)
+        import traceback
+
+        traceback.print_exc()
+        code = code or 1
+    os._exit(code)

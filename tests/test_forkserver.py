@@ -1,0 +1,140 @@
+"""The forkserver (chartrl.forkserver): a ``chartrl`` command run through it is the command run in its own process,
+with the client's folder, environment, standard streams, exit status and signals; a client that goes away stops
+its job; another environment gets another server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chartrl import forkserver
+
+from conftest import BIN, stop_forkservers
+
+pytestmark = pytest.mark.slow
+REWARD = ["reward", "--name", "v1_rule", "--response", "<answer>42</answer>", "--truth", "42"]
+
+
+@pytest.fixture()
+def served(tmp_path):
+    """An environment with the forkserver on, its own socket folder, and its server started and ready."""
+    folder = tmp_path / "fs"
+    env = {**os.environ, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder), "PROBE": "value"}
+    first = subprocess.run([BIN / "chartrl", *REWARD], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr  # no server yet: run here, and one is started
+    deadline = time.monotonic() + 120
+    while not any("ready" in log.read_text() for log in folder.glob("*.log")):
+        assert time.monotonic() < deadline, "the forkserver never became ready"
+        time.sleep(0.2)
+    yield env, folder
+    stop_forkservers(folder)
+
+
+def _jobs(folder: Path) -> list[str]:
+    return [line for log in folder.glob("*.log") for line in log.read_text().splitlines() if line.startswith("job ")]
+
+
+def test_a_served_command_is_the_command_in_its_own_process(served, tmp_path):
+    env, folder = served
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([BIN / "chartrl", *REWARD], env=env, capture_output=True, text=True, cwd=work)
+    alone = subprocess.run(
+        [BIN / "chartrl", *REWARD], env={**env, forkserver.ENV: "off"}, capture_output=True, text=True, cwd=work
+    )
+    assert done.returncode == alone.returncode == 0
+    assert json.loads(done.stdout) == json.loads(alone.stdout) == {"overall": 1.0, "accuracy": 1.0, "tool_bonus": 0.0}
+    assert any(f"in {work}: chartrl reward" in line for line in _jobs(folder))  # the server ran it
+    # a usage error: the same message on the client's stderr and the same exit status
+    bad = subprocess.run([BIN / "chartrl", "no-such-stage"], env=env, capture_output=True, text=True, cwd=work)
+    assert bad.returncode == 2 and "invalid choice: 'no-such-stage'" in bad.stderr
+    # the job's folder, environment and redirected output are the client's (the inline launcher execs the command)
+    out = work / "out.txt"
+    script = 'import os, sys; print(os.getcwd(), os.environ["PROBE"]); sys.stderr.write("to stderr\\n"); sys.exit(3)'
+    with open(out, "w") as stdout:
+        probe = subprocess.run(
+            [BIN / "chartrl", "launch", "--launcher", "inline", "--submission-id", "p", "--", sys.executable, "-c",
+             script],
+            env=env, stdout=stdout, stderr=subprocess.PIPE, text=True, cwd=work,
+        )  # fmt: skip
+    assert probe.returncode == 3 and "to stderr" in probe.stderr
+    assert out.read_text().split() == [str(work), "value"]
+    assert sum("chartrl launch" in line for line in _jobs(folder)) == 1
+    # another environment: the command runs here, and another server is started for it
+    other = subprocess.run([BIN / "chartrl", *REWARD], env={**env, "PROBE": "other"}, capture_output=True, cwd=work)
+    assert other.returncode == 0 and len(list(folder.glob("*.log"))) == 2
+
+
+def _launch_sleeper(env, cwd, marker: Path) -> subprocess.Popen:
+    trap = f"trap 'touch {marker}; exit 143' TERM; sleep 60 & wait"
+    return subprocess.Popen(
+        [BIN / "chartrl", "launch", "--launcher", "inline", "--submission-id", "s", "--", "sh", "-c", trap],
+        env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+def _wait_for(predicate, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_a_signal_to_the_client_reaches_the_job(served, tmp_path):
+    env, folder = served
+    marker = tmp_path / "stopped"
+    client = _launch_sleeper(env, tmp_path, marker)
+    _wait_for(lambda: any("chartrl launch" in line for line in _jobs(folder)))
+    time.sleep(1.0)  # the job has exec'd the shell and set its trap
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=30) == 143
+    assert marker.exists()
+
+
+def test_a_job_whose_client_is_killed_is_stopped(served, tmp_path):
+    env, folder = served
+    marker = tmp_path / "stopped"
+    client = _launch_sleeper(env, tmp_path, marker)
+    _wait_for(lambda: any("chartrl launch" in line for line in _jobs(folder)))
+    time.sleep(1.0)
+    client.kill()  # SIGKILL: nothing forwarded; the server sees the connection close
+    client.wait(timeout=30)
+    _wait_for(marker.exists)
+
+
+def test_a_job_killed_by_a_signal_ends_its_client_by_the_same_signal(served, tmp_path):
+    env, _ = served
+    done = subprocess.run(
+        [BIN / "chartrl", "launch", "--launcher", "inline", "--submission-id", "k", "--", "sh", "-c", "kill -9 $$"],
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL
+
+
+def test_the_environment_key_covers_every_variable_but_the_shells_own():
+    env = {"A": "1", "PWD": "/x", "SHLVL": "1"}
+    assert forkserver.environment_key(env) == forkserver.environment_key({**env, "PWD": "/y", "SHLVL": "2"})
+    assert forkserver.environment_key(env) != forkserver.environment_key({**env, "A": "2"})
+    assert forkserver.environment_key(env) != forkserver.environment_key({**env, "OMP_NUM_THREADS": "1"})
+
+
+def test_off_unset_or_an_unsafe_folder_runs_the_command_here(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(forkserver.ENV, raising=False)
+    assert forkserver.delegate(["reward"], ["false"]) is None
+    monkeypatch.setenv(forkserver.ENV, "off")
+    assert forkserver.delegate(["reward"], ["false"]) is None
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv(forkserver.ENV, "on")
+    monkeypatch.setenv(forkserver.DIR_ENV, str(shared))
+    assert forkserver.delegate(["reward"], ["false"]) is None
+    assert "is not a folder only this user can write to" in capsys.readouterr().err
+    assert not list(shared.iterdir())  # no server started
