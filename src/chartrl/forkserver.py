@@ -134,7 +134,10 @@ def delegate(argv: Sequence[str], server_command: Sequence[str]) -> int | None:
         client.connect(str(path))
     except (FileNotFoundError, ConnectionRefusedError):
         client.close()
-        _start_server(path, server_command)
+        try:
+            _start_server(path, server_command)
+        except OSError as err:
+            print(f"chartrl: no forkserver started: {err}", file=sys.stderr)
         return None
     except OSError:
         client.close()
