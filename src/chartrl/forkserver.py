@@ -109,8 +109,8 @@ def environment_key(env: dict[str, str] | None = None) -> str:
     return digest.hexdigest()[:24]
 
 
-def socket_path(env: dict[str, str] | None = None) -> Path:
-    path = socket_dir() / f"{environment_key(env)}.sock"
+def socket_path() -> Path:
+    path = socket_dir() / f"{environment_key()}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         raise OSError(f"the socket path {path} is longer than a Unix socket allows; set {DIR_ENV} to a shorter folder")
     return path
@@ -183,10 +183,7 @@ def _run_remote(client: socket.socket, argv: list[str]) -> int:
     pid = first["pid"]
 
     def forward(signum, _frame):
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
+        _signal(pid, signum)
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
@@ -385,7 +382,8 @@ def _fork_job(conn: socket.socket, job: Callable[[list[str]], int], inherited: l
         except OSError:
             _signal(pid, signal.SIGTERM)
         return pid
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # not the server's handlers
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a process's own handlers, not the server's
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
     for held in inherited:  # the job holds none of the server's sockets (a client waits for the server's end alone)
         held.close()
@@ -405,9 +403,6 @@ def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> 
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=os.isatty(1))
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
