@@ -106,8 +106,9 @@ def _check_verl_gpu_limit():
 
 def _use_forkserver():
     """Local jobs run their `chartrl` command in a fork of a preloaded interpreter (chartrl.forkserver), unless
-    CHARTRL_FORKSERVER is set already (`off` turns it off). Set after the local Ray head started, so that Ray jobs,
-    which inherit the head's environment, keep processes of their own."""
+    CHARTRL_FORKSERVER is set already (`off` turns it off). The local Ray head started before it is set: its jobs
+    get it from the launcher (chartrl.launch.RayJobLauncher.runtime_env), and a job of a cluster named by RAY_ADDRESS
+    or ray.address runs in a process of its own."""
     if workflow.local_exec:
         os.environ.setdefault("CHARTRL_FORKSERVER", "on")
 

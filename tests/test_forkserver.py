@@ -118,9 +118,10 @@ def test_a_job_killed_by_a_signal_ends_its_client_by_the_same_signal(served, tmp
     assert done.returncode == -signal.SIGKILL
 
 
-def test_the_environment_key_covers_every_variable_but_the_shells_own():
-    env = {"A": "1", "PWD": "/x", "SHLVL": "1"}
-    assert forkserver.environment_key(env) == forkserver.environment_key({**env, "PWD": "/y", "SHLVL": "2"})
+def test_the_environment_key_covers_every_variable_but_those_set_per_process():
+    env = {"A": "1", "PWD": "/x", "SHLVL": "1", "RAY_JOB_CONFIG_JSON_ENV_VAR": '{"metadata": {"job_name": "a"}}'}
+    per_process = {"PWD": "/y", "SHLVL": "2", "RAY_JOB_CONFIG_JSON_ENV_VAR": '{"metadata": {"job_name": "b"}}'}
+    assert forkserver.environment_key(env) == forkserver.environment_key({**env, **per_process})
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "A": "2"})
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "OMP_NUM_THREADS": "1"})
 
@@ -138,3 +139,20 @@ def test_off_unset_or_an_unsafe_folder_runs_the_command_here(tmp_path, monkeypat
     assert forkserver.delegate(["reward"], ["false"]) is None
     assert "is not a folder only this user can write to" in capsys.readouterr().err
     assert not list(shared.iterdir())  # no server started
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_served_job_honours_pythonunbuffered(tmp_path, unbuffered):
+    """Ray runs its jobs with PYTHONUNBUFFERED=1 so that their log streams as it is written: a forked job whose
+    client has it writes through, as `python -u` does."""
+    script = (
+        "import os, sys; from chartrl import forkserver\n"
+        "request = {'env': {**os.environ, 'PYTHONUNBUFFERED': sys.argv[1]}, 'cwd': os.getcwd(), 'umask': 0o22,"
+        " 'argv': [], 'argv0': 'chartrl'}\n"
+        "job = lambda argv: print(sys.stdout.write_through, sys.stderr.write_through)\n"
+        "sys.exit(forkserver._run_job(request, [os.dup(0), os.dup(1), os.dup(2)], job))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", script, unbuffered], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ([str(bool(unbuffered))] * 2)

@@ -199,6 +199,35 @@ def test_a_local_backend_training_job_runs_on_the_head(head, tiny_model_dir, syn
     assert "e1 trained" in out  # the trainer's own log, streamed back
 
 
+def test_the_local_heads_jobs_run_in_forks_of_a_preloaded_server(head, tmp_path):
+    """The workflow turns the forkserver on after its head started: the launcher passes it to the head's jobs, and
+    all the Ray jobs of the head share one server (Ray's per-job variable is not part of its key) after the first,
+    which runs itself and starts it. The job's output streams back as before."""
+    from chartrl import forkserver
+
+    from conftest import stop_forkservers
+
+    _, env = head
+    folder = tmp_path / "fs"
+    env = {**env, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
+    reward = ("chartrl", "reward", "--name", "v1_rule", "--response", "<answer>42</answer>", "--truth", "42")
+    try:
+        for attempt in range(3):
+            process = launch(env, f"chartrl-test-served-{uuid.uuid4().hex[:6]}", *reward)
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
+            assert '"accuracy": 1.0' in out
+            assert "environment passed: CHARTRL_FORKSERVER, CHARTRL_FORKSERVER_DIR" in err
+            deadline = time.monotonic() + 120  # the first job started the server: wait until it serves
+            while attempt == 0 and not any("ready" in log.read_text() for log in folder.glob("*.log")):
+                assert time.monotonic() < deadline, "the forkserver never became ready"
+                time.sleep(0.2)
+        served = [line for log in folder.glob("*.log") for line in log.read_text().splitlines()]
+        assert sum(line.endswith(": chartrl reward") for line in served) == 2  # the two after the first
+    finally:
+        stop_forkservers(folder)
+
+
 def test_inline_runs_the_command_in_the_launchers_own_process(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO / "src")}
     process = subprocess.Popen(

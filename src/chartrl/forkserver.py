@@ -62,8 +62,10 @@ PRELOAD = (
 )
 """Third-party modules the server imports before it forks: what the jobs' start-up spends its time on. Nothing of
 verl: importing it patches libraries, which a local-backend job must not inherit."""
-VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL"})
-"""Variables a shell sets per process: not part of a server's environment key."""
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "RAY_JOB_CONFIG_JSON_ENV_VAR"})
+"""Variables set per process, not part of a server's environment key: those a shell sets, and the one Ray gives
+each job's driver (its submission id and runtime env, which ``ray.init`` in the job reads: the job gets its own,
+as it gets every variable of its client). All the Ray jobs of a local head otherwise share one environment."""
 MAX_SOCKET_PATH = 107
 """The longest Unix socket path Linux takes (108 bytes with the terminating zero)."""
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -399,9 +401,14 @@ def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))  # as `python -u` (Ray sets it for its jobs)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=os.isatty(1))
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True)
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), line_buffering=os.isatty(1), write_through=unbuffered
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True, write_through=unbuffered
+    )
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     os.environ.clear()
     os.environ.update(request["env"])

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from chartrl import forkserver
 from chartrl.config import Config, config_check
 from chartrl.errors import ChartrlError
 
@@ -186,8 +187,12 @@ class RayJobLauncher:
     def runtime_env(self, job: Job) -> dict[str, str]:
         """The variables the job gets. Secrets (the judge's keys) travel only to a cluster that is not the local
         head: the local head was started from the workflow's environment, so its jobs inherit them, and Ray 2.60
-        logs every runtime env it sets up, values included (``runtime_env_agent.log``)."""
+        logs every runtime env it sets up, values included (``runtime_env_agent.log``). The forkserver's variables
+        travel to the local head's jobs (its own: they run on this machine), so that their ``chartrl`` forks a
+        preloaded interpreter as the workflow's other jobs do (the head started before the workflow set them)."""
         env = {name: self.environ[name] for name in job.env_names if name in self.environ}
+        if self.local_head:
+            env |= {name: self.environ[name] for name in (forkserver.ENV, forkserver.DIR_ENV) if name in self.environ}
         secrets = [name for name in job.secret_names if name in self.environ]
         if secrets and not self.local_head:
             log.warning(
