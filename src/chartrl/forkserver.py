@@ -1,8 +1,9 @@
 """A preloaded interpreter for the workflow's jobs: each ``chartrl`` command a Snakemake rule runs is a new process,
 and on the embedded default's tiny sizes its imports (torch, transformers with the Qwen2.5-VL modules, MLflow's
 SQL store, pyarrow, openai: 6 to 8 s on a 2-core machine) cost as much as the work of many jobs. With
-``CHARTRL_FORKSERVER=on`` in its environment (the workflow sets it for its local jobs, unless it is already set),
-``chartrl`` hands its command line to a server that imported those libraries once and forks a process per job.
+``CHARTRL_FORKSERVER=on`` in its environment (the workflow sets it for its local jobs unless it is already set, and
+the launcher passes it to the jobs of the local Ray head), ``chartrl`` hands its command line to a server that
+imported those libraries once and forks a process per job.
 
 The forked job is the command as it would run on its own: the client's working folder, environment, umask,
 standard input, output and error (passed as file descriptors, so redirections and log files are the job's), and its
