@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from chartrl import forkserver
 from chartrl.ray_head import (
     USERS_DIR,
     _request,
@@ -30,7 +31,7 @@ from chartrl.ray_head import (
     stop_head,
 )
 
-from conftest import REPO
+from conftest import REPO, stop_forkservers
 
 pytestmark = pytest.mark.slow
 BIN = str(Path(sys.executable).parent)
@@ -203,10 +204,6 @@ def test_the_local_heads_jobs_run_in_forks_of_a_preloaded_server(head, tmp_path)
     """The workflow turns the forkserver on after its head started: the launcher passes it to the head's jobs, and
     all the Ray jobs of the head share one server (Ray's per-job variable is not part of its key) after the first,
     which runs itself and starts it. The job's output streams back as before."""
-    from chartrl import forkserver
-
-    from conftest import stop_forkservers
-
     _, env = head
     folder = tmp_path / "fs"
     env = {**env, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
