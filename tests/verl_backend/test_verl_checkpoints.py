@@ -60,13 +60,16 @@ def test_an_incomplete_checkpoint_is_not_merged(checkpoints, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def _fake_checkpoint(root, step):
-    """A complete checkpoint as far as the layout goes (one rank): enough for keeping and finding."""
+def _fake_checkpoint(root, step, tracker=True):
+    """A complete checkpoint as far as the layout goes (one rank): enough for keeping and finding; ``tracker``:
+    the trainer has also written its tracker file, as it does after the whole save."""
     actor = root / f"global_step_{step}" / "actor"
     (actor / "huggingface").mkdir(parents=True)
     (actor / "huggingface" / "config.json").write_text("{}")
     (actor / "model_world_size_1_rank_0.pt").write_bytes(b"weights of step %d" % step)
     (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+    if tracker:
+        (root / "latest_checkpointed_iteration.txt").write_text(str(step))
     return actor
 
 
@@ -92,6 +95,23 @@ def test_a_step_still_being_written_is_not_kept_yet(tmp_path):
     root = tmp_path / "checkpoints"
     (root / "global_step_80" / "actor").mkdir(parents=True)  # no fsdp_config.json yet
     assert keep_checkpoint(root, 80) is None and not (root / "kept").exists()
+
+
+def test_a_step_is_kept_only_once_verls_tracker_names_it(tmp_path):
+    """verl writes fsdp_config.json before the full model it may add to huggingface/ (save_contents hf_model), and
+    the trainer writes its tracker file after the whole save: a step linked before that would miss files for good."""
+    from chartrl.verl_backend.checkpoints import keep_checkpoint
+
+    root = tmp_path / "checkpoints"
+    _fake_checkpoint(root, 1)
+    actor = _fake_checkpoint(root, 2, tracker=False)  # every file a finished save has, but verl is still saving
+    assert keep_checkpoint(root, 2) is None and not (root / "kept" / "global_step_2").exists()
+    (actor / "huggingface" / "model.safetensors").write_bytes(b"the full model, written last")
+    (root / "latest_checkpointed_iteration.txt").write_text("")  # the trainer opening its tracker to write it
+    assert keep_checkpoint(root, 2) is None
+    (root / "latest_checkpointed_iteration.txt").write_text("2")
+    kept = keep_checkpoint(root, 2)
+    assert (kept / "huggingface" / "model.safetensors").read_bytes() == b"the full model, written last"
 
 
 def test_the_keeper_keeps_named_steps_while_verl_runs(tmp_path):

@@ -87,9 +87,10 @@ def main(argv: list[str]) -> int:
 
 
 def save_checkpoint(config, step, torch):
-    """A checkpoint in ``FSDPCheckpointManager``'s layout with the starting model's weights, then what verl's
-    manager does after a save (``register_checkpoint``): older ``global_step_*`` folders beyond
-    ``trainer.max_actor_ckpt_to_keep`` are deleted, and the tracker file names the step."""
+    """A checkpoint in ``FSDPCheckpointManager``'s layout and order (shards, ``huggingface/``, then
+    ``fsdp_config.json``) with the starting model's weights, then what verl's manager does after a save
+    (``register_checkpoint``: older ``global_step_*`` folders beyond ``trainer.max_actor_ckpt_to_keep`` are deleted),
+    and last what the trainer does (the tracker file names the step)."""
     import shutil
 
     from transformers import AutoModelForImageTextToText
@@ -100,15 +101,15 @@ def save_checkpoint(config, step, torch):
     model = Path(config.actor_rollout_ref.model.path)
     weights = AutoModelForImageTextToText.from_pretrained(model).state_dict()
     torch.save(weights, actor / "model_world_size_1_rank_0.pt")
-    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
     for item in model.iterdir():  # config, tokenizer and processor files, as verl saves them beside the shards
         if item.is_file() and item.suffix != ".safetensors":
             (actor / "huggingface" / item.name).write_bytes(item.read_bytes())
-    (root / "latest_checkpointed_iteration.txt").write_text(str(step))
+    (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))  # verl: after those
     keep = config.trainer.max_actor_ckpt_to_keep
     saved = sorted((p for p in root.glob("global_step_*") if p.is_dir()), key=lambda p: int(p.name.split("_")[-1]))
     for old in saved[:-keep] if keep and keep > 0 else []:
         shutil.rmtree(old)
+    (root / "latest_checkpointed_iteration.txt").write_text(str(step))  # the trainer's, after the whole save
 
 
 def load_dataset(config, files, processor, limit=None):

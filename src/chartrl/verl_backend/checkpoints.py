@@ -12,8 +12,8 @@ verl 0.9.1 (``FSDPCheckpointManager``, ``find_latest_ckpt_path``) writes, under 
 verl keeps only the newest ``trainer.max_actor_ckpt_to_keep`` checkpoints and deletes older ones with
 ``shutil.rmtree`` (``verl/utils/checkpoint/checkpoint_manager.py``); it cannot spare a step. The steps an eval
 series names are kept by :class:`CheckpointKeeper`: while verl trains, each such step is hard-linked, file by
-file, into ``kept/global_step_{N}/actor/`` as soon as it is complete. Hard links cost no disk; when verl deletes
-its folder the files live on under ``kept/``.
+file, into ``kept/global_step_{N}/actor/`` as soon as verl's tracker file says it is saved. Hard links cost no
+disk; when verl deletes its folder the files live on under ``kept/``.
 
 An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge --backend fsdp --local_dir
 <actor> --target_dir <out>`` gathers the shards (bf16 weights; under LoRA the base weights plus ``lora_adapter/``).
@@ -76,13 +76,22 @@ def verl_checkpoints(root: str | Path) -> dict[int, Path]:
 
 def keep_checkpoint(root: str | Path, step: int) -> Path | None:
     """Hard-link the complete checkpoint of ``step`` into ``kept/`` (once); the kept actor folder, or None while
-    verl has not finished writing it."""
+    verl has not finished writing it.
+
+    Finished means that verl's tracker file names ``step`` or a later one: the trainer writes it after the whole
+    save ("for atomic usage", ``ray_trainer._save_checkpoint``). The files alone do not say so: verl writes
+    ``fsdp_config.json`` before the full model it may add to ``huggingface/`` (``checkpoint.save_contents``), and a
+    file created after the links were made would be missing from ``kept/`` for good."""
     root = Path(root)
     kept = root / KEPT / f"global_step_{step}"
     if is_complete(kept / "actor"):
         return kept / "actor"
     source = root / f"global_step_{step}"
-    if not is_complete(source / "actor"):
+    try:
+        saved = last_step(root)
+    except ValueError:  # verl is writing its tracker file right now
+        return None
+    if saved is None or saved < step or not is_complete(source / "actor"):
         return None
     with atomic_dir(kept) as tmp:
         for folder, _dirs, files in os.walk(source):
