@@ -28,6 +28,7 @@ MODULES = (
     "bench_cache",
     "bench_train",
     "bench_learning",
+    "bench_precision",
     "bench_verl",
 )
 
