@@ -15,13 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import summary
+from common import config_rollout, summary
 
 
 def _rollout(policy, config, rows, *, with_tools: bool, reuse: bool, seed: int, greedy: bool = False):
     import torch
 
-    from chartrl.rollout.episodes import run_episodes
     from chartrl.rollout.sampling import SamplingParams
 
     params = SamplingParams(
@@ -34,17 +33,7 @@ def _rollout(policy, config, rows, *, with_tools: bool, reuse: bool, seed: int, 
     torch.manual_seed(seed)
     stats: list[dict] = []
     started, cpu_started = time.perf_counter(), time.process_time()
-    episodes = run_episodes(
-        policy,
-        rows,
-        with_tools=with_tools,
-        n=config.rollout.n,
-        params=params,
-        prompt_config=config.prompts,
-        tools=config.tools,
-        batch_size=config.rollout.batch_size,
-        stats=stats,
-    )
+    episodes = config_rollout(policy, rows, config, params, with_tools=with_tools, stats=stats)
     return time.perf_counter() - started, stats, episodes, time.process_time() - cpu_started
 
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import summary
+from common import config_rollout, summary
 
 WARMSTART_STEP = 450  # a step of the protocol phase (tool calls, observations, answers): the longest sequences
 
@@ -74,7 +74,6 @@ def _rollouts_and_updates(policy, rows, config, repeats: int):
     import torch
 
     from chartrl.model.batching import length_groups
-    from chartrl.rollout.episodes import run_episodes
     from chartrl.rollout.sampling import SamplingParams
     from chartrl.train.batch import response_logprobs, update_batch
 
@@ -90,17 +89,7 @@ def _rollouts_and_updates(policy, rows, config, repeats: int):
             stats: list[dict] = []
             started = time.perf_counter()
             with _autocast(precision):
-                episodes = run_episodes(
-                    live,
-                    rows,
-                    with_tools=True,
-                    n=config.rollout.n,
-                    params=params,
-                    prompt_config=config.prompts,
-                    tools=config.tools,
-                    batch_size=config.rollout.batch_size,
-                    stats=stats,
-                )
+                episodes = config_rollout(live, rows, config, params, with_tools=True, stats=stats)
             sampled = sum(s["sampled_tokens"] for s in stats)
             out[precision]["sample"].append((time.perf_counter() - started) / max(1, sampled))
             batch = update_batch(episodes)

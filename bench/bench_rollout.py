@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, summary
+from common import REPO, config_rollout, summary
 
 
 def _policy_and_rows(workdir: Path):
@@ -46,7 +46,6 @@ def _policy_and_rows(workdir: Path):
 def sections(args) -> list[str]:
     import torch
 
-    from chartrl.rollout.episodes import run_episodes
     from chartrl.rollout.sampling import SamplingParams
 
     torch.set_num_threads(2)
@@ -61,17 +60,7 @@ def sections(args) -> list[str]:
                 torch.manual_seed(repeat)
                 stats: list[dict] = []
                 started = time.perf_counter()
-                episodes = run_episodes(
-                    policy,
-                    rows,
-                    with_tools=with_tools,
-                    n=config.rollout.n,
-                    params=params,
-                    prompt_config=config.prompts,
-                    tools=config.tools,
-                    batch_size=config.rollout.batch_size,
-                    stats=stats,
-                )
+                episodes = config_rollout(policy, rows, config, params, with_tools=with_tools, stats=stats)
                 seconds = time.perf_counter() - started
                 runs.append((seconds, stats, episodes))
             results[with_tools] = runs

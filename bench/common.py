@@ -22,3 +22,20 @@ def timed(fn, repeats: int) -> list[float]:
 
 def summary(values: list[float], unit: str = "s") -> str:
     return f"{min(values):.3g} / {statistics.median(values):.3g} / {max(values):.3g} {unit}"
+
+
+def config_rollout(policy, rows, config, params, *, with_tools: bool, stats: list[dict]):
+    """``run_episodes`` with the config's group size, prompts, tools and batch size (what a training step samples)."""
+    from chartrl.rollout.episodes import run_episodes
+
+    return run_episodes(
+        policy,
+        rows,
+        with_tools=with_tools,
+        n=config.rollout.n,
+        params=params,
+        prompt_config=config.prompts,
+        tools=config.tools,
+        batch_size=config.rollout.batch_size,
+        stats=stats,
+    )
