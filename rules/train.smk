@@ -30,6 +30,7 @@ rule train:
         experiment=CFG.mlflow.experiment,
         **verl_only(overrides=verl_train_overrides),
     threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
+    priority: train_priority
     resources:
         **verl_only(gpu=VERL_JOB_GPUS),
     log:
