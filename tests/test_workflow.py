@@ -67,6 +67,25 @@ def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
     assert "Congratulations" in lint.stdout + lint.stderr
 
 
+def test_the_longest_jobs_go_first_tool_series_then_baselines_then_evaluation(tmp_path):
+    """Snakemake runs ready jobs by priority: a tool series' training (two rollout passes) before a baseline's,
+    both before every evaluation job, so that a long training never starts last beside an idle core."""
+    dry = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config/seeds.yaml"))
+    priorities = {}
+    for block in dry.stdout.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0].strip()
+        wildcards = re.search(r"wildcards: ([^\n]+)", block)
+        priority = re.search(r"priority: (\d+)", block)
+        priorities[(rule, wildcards.group(1).strip() if wildcards else "")] = int(priority.group(1) if priority else 0)
+    tool_series = {"e1", "e2", "e6", "e10", "e12"}
+    trainings = {job: p for job, p in priorities.items() if job[0] in ("train", "train_seed")}
+    assert len(trainings) == 3 * len(TRAIN_SERIES)  # the extra seeds' runs too
+    for (rule, wildcards), priority in trainings.items():
+        series = re.search(r"series=(\w+)", wildcards).group(1)
+        assert priority == (2 if series in tool_series else 1), (rule, wildcards)
+    assert {job: p for job, p in priorities.items() if job not in trainings and p} == {}
+
+
 def test_one_target_on_the_smoke_config_meets_the_contract(tmp_path):
     # `--configfile` takes several files: name it with `=` (or after the targets) so the target stays a target
     snakemake(tmp_path, "--cores", "2", f"--configfile={SMOKE}", "results/data/synthchart/test.parquet")
