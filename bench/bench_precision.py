@@ -103,7 +103,7 @@ def _rollouts_and_updates(policy, rows, config, repeats: int):
                     loss = -(logprob * micro.response_mask).sum() / tokens
                 loss.backward()
             out[precision]["update"].append(time.perf_counter() - started)
-            out[precision]["length"].append(float(batch.response_mask.sum()) / len(episodes))
+            out[precision]["length"].append(float(tokens) / len(episodes))
     return out
 
 

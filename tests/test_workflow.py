@@ -72,11 +72,9 @@ def test_the_longest_jobs_go_first_tool_series_then_baselines_then_evaluation(tm
     both before every evaluation job, so that a long training never starts last beside an idle core."""
     dry = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config/seeds.yaml"))
     priorities = {}
-    for block in dry.stdout.split("\nrule ")[1:]:
-        rule = block.split(":", 1)[0].strip()
-        wildcards = re.search(r"wildcards: ([^\n]+)", block)
+    for rule, wildcards, block in _job_blocks(dry.stdout):
         priority = re.search(r"priority: (\d+)", block)
-        priorities[(rule, wildcards.group(1).strip() if wildcards else "")] = int(priority.group(1) if priority else 0)
+        priorities[(rule, wildcards)] = int(priority.group(1) if priority else 0)
     tool_series = {"e1", "e2", "e6", "e10", "e12"}
     trainings = {job: p for job, p in priorities.items() if job[0] in ("train", "train_seed")}
     assert len(trainings) == 3 * len(TRAIN_SERIES)  # the extra seeds' runs too
@@ -135,14 +133,17 @@ def test_two_runs_on_different_targets_share_the_local_ray_head(smoke_run, tmp_p
     assert {r.info.run_name: r.info.status for r in runs if r.info.status != "FINISHED"} == {}
 
 
-def _planned_jobs(stdout: str) -> set[tuple[str, str]]:
-    """(rule, wildcards) of the jobs a dry run would execute."""
-    jobs = set()
+def _job_blocks(stdout: str):
+    """(rule, wildcards, text) of each job a dry run would execute."""
     for block in stdout.split("\nrule ")[1:]:
         rule = block.split(":", 1)[0].strip()
         match = re.search(r"wildcards: ([^\n]+)", block)
-        jobs.add((rule, match.group(1).strip() if match else ""))
-    return jobs
+        yield rule, match.group(1).strip() if match else "", block
+
+
+def _planned_jobs(stdout: str) -> set[tuple[str, str]]:
+    """(rule, wildcards) of the jobs a dry run would execute."""
+    return {(rule, wildcards) for rule, wildcards, _ in _job_blocks(stdout)}
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ def train_launch(wildcards):
 def train_priority(wildcards):
     """Longest jobs first: a tool series' training (two passes per rollout) before a baseline's, both before the
     evaluation jobs (priority 0), so that the last jobs of a run are short ones on both cores and not one long
-    training on one (measured on 2 cores: a tool series' training started last left a core idle ~100 s)."""
+    training on one (measured on 2 cores: a tool series' training started last left a core idle for about 60 s)."""
     return 2 if CFG.series[wildcards.series].tools else 1
 
 
