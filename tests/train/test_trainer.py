@@ -205,14 +205,17 @@ def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_
         ({**ROLLOUT, "max_new_tokens": 2}, TRAIN, "rollout.max_new_tokens = 2"),
         (ROLLOUT, {**TRAIN, "prompts_per_step": 10_000}, "train.prompts_per_step = 10000"),
     ]
+    processes = []  # side by side: each is a process of its own that imports torch and transformers first
     for rollout, train, fragment in cases:
         spec = json.loads(_spec(train=train))
         spec["rollout"] = rollout
         command = _train_command(tiny_model_dir, *splits, tmp_path / "x", tmp_path / "db.db")
         command[command.index("--spec") + 1] = json.dumps(spec)
-        result = subprocess.run(command, capture_output=True, text=True)
-        assert result.returncode == 2 and fragment in result.stderr, result.stderr[-2000:]
-        assert not (tmp_path / "x/checkpoints").exists()
+        processes.append((subprocess.Popen(command, stderr=subprocess.PIPE, text=True), fragment))
+    for process, fragment in processes:
+        stderr = process.communicate()[1]
+        assert process.returncode == 2 and fragment in stderr, stderr[-2000:]
+    assert not (tmp_path / "x/checkpoints").exists()
 
 
 def test_kl_and_lora_options_update_and_checkpoint(warm_model_dir, synth_rows, default_config, tmp_path):
