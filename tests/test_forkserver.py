@@ -126,6 +126,19 @@ def test_the_environment_key_covers_every_variable_but_those_set_per_process():
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "OMP_NUM_THREADS": "1"})
 
 
+def test_a_server_of_other_jobs_has_a_socket_of_its_own_keyed_without_the_variables_named(tmp_path, monkeypatch):
+    """As the verl stand-in's server (tests/verl_backend/verl_standin.py): its jobs differ in their MLflow run."""
+    monkeypatch.setenv(forkserver.DIR_ENV, str(tmp_path / "fs"))
+    monkeypatch.setenv("MLFLOW_RUN_ID", "a")
+    per_job = forkserver.VOLATILE | {"MLFLOW_RUN_ID"}
+    other, own = forkserver.socket_path("other-", per_job), forkserver.socket_path()
+    assert other.name.startswith("other-") and other.parent == own.parent and other.name[6:] != own.name
+    monkeypatch.setenv("MLFLOW_RUN_ID", "b")
+    assert forkserver.socket_path("other-", per_job) == other and forkserver.socket_path() != own
+    monkeypatch.setenv("A_SETTING", "1")
+    assert forkserver.socket_path("other-", per_job) != other
+
+
 def test_off_unset_or_an_unsafe_folder_runs_the_command_here(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(forkserver.ENV, raising=False)
     assert forkserver.delegate(["reward"], ["false"]) is None

@@ -111,6 +111,8 @@ def rehearsal_verl(rehearsal, tmp_path_factory):
         patch.setenv("CHARTRL_VERL_ENTRY", f"{sys.executable} {STANDIN}")
         patch.setenv("STANDIN_STEP_S", "1")  # each stand-in step takes a second ...
         patch.setenv("CHARTRL_CHECKPOINT_POLL_S", "0.2")  # ... and the keeper looks five times in it
+        # its 12 runs fork from one preloaded stand-in server, as the workflow's jobs fork from chartrl's (1 min less)
+        patch.setenv("STANDIN_FORKSERVER", "on")
         # a node with two GPUs: two of the rehearsal's one-GPU verl jobs side by side (the queueing of jobs that need
         # the whole node is tests/verl_backend/test_verl_dry_run.py's)
         result = snakemake(workdir, "--cores", "2", "--resources", "gpu=2", *OVERLAYS, str(overlay), timeout=1800)

@@ -94,13 +94,13 @@ def socket_dir() -> Path:
     return folder
 
 
-def environment_key(env: dict[str, str] | None = None) -> str:
-    """What a server's jobs share: the environment (every variable but :data:`VOLATILE`), the interpreter, the
+def environment_key(env: dict[str, str] | None = None, volatile: frozenset[str] = VOLATILE) -> str:
+    """What a server's jobs share: the environment (every variable but ``volatile``), the interpreter, the
     installed packages' folder (its modification time changes with every install or removal) and the chartrl
     modules imported so far (the client's: the same the server imports before its preloads)."""
     env = dict(os.environ) if env is None else env
     digest = hashlib.sha256()
-    digest.update(json.dumps(sorted((k, v) for k, v in env.items() if k not in VOLATILE)).encode())
+    digest.update(json.dumps(sorted((k, v) for k, v in env.items() if k not in volatile)).encode())
     digest.update(f"{sys.executable}\0{sys.version}".encode())
     purelib = Path(sysconfig.get_paths()["purelib"])
     digest.update(f"{purelib}\0{purelib.stat().st_mtime_ns}".encode())
@@ -112,8 +112,9 @@ def environment_key(env: dict[str, str] | None = None) -> str:
     return digest.hexdigest()[:24]
 
 
-def socket_path() -> Path:
-    path = socket_dir() / f"{environment_key()}.sock"
+def socket_path(name: str = "", volatile: frozenset[str] = VOLATILE) -> Path:
+    """This environment's socket; ``name`` prefixes it, for a server of other jobs than ``chartrl``'s."""
+    path = socket_dir() / f"{name}{environment_key(volatile=volatile)}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:
         raise OSError(f"the socket path {path} is longer than a Unix socket allows; set {DIR_ENV} to a shorter folder")
     return path
@@ -122,13 +123,14 @@ def socket_path() -> Path:
 # ---------------------------------------------------------------------------------------------------- client
 
 
-def delegate(argv: Sequence[str], server_command: Sequence[str]) -> int | None:
-    """Run ``chartrl argv`` through this environment's server: its exit status, or None when the caller should run
-    the command itself (the forkserver is off, or no server answered; then one is started for the next jobs)."""
+def delegate(argv: Sequence[str], server_command: Sequence[str], path: Path | None = None) -> int | None:
+    """Run ``chartrl argv`` through this environment's server (``path``: another server's socket): its exit status,
+    or None when the caller should run the command itself (the forkserver is off, or no server answered; then one is
+    started for the next jobs)."""
     if not enabled():
         return None
     try:
-        path = socket_path()
+        path = socket_path() if path is None else path
     except OSError as err:
         print(f"chartrl: forkserver off for this job: {err}", file=sys.stderr)
         return None
@@ -212,9 +214,10 @@ def _reply(replies) -> dict | None:
 # ---------------------------------------------------------------------------------------------------- server
 
 
-def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S) -> int:
-    """Serve the jobs of one environment on the socket ``path`` until idle for ``idle_s`` seconds. Returns 0 (in a
-    forked job this never returns: the job's process exits with the job's status)."""
+def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, preload: Sequence[str] = PRELOAD) -> int:
+    """Serve the jobs of one environment on the socket ``path`` until idle for ``idle_s`` seconds, ``preload``
+    imported first. Returns 0 (in a forked job this never returns: the job's process exits with the job's
+    status)."""
     global _serving
     import gc
     import importlib
@@ -227,7 +230,7 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S) -
     inode = os.stat(path).st_ino
     server_pid = os.getpid()
     started = time.monotonic()
-    for name in PRELOAD:
+    for name in preload:
         try:
             importlib.import_module(name)
         except Exception as err:  # noqa: BLE001 (a missing optional library: its jobs import it themselves)

@@ -274,5 +274,62 @@ def generate(config) -> int:
     return 0
 
 
+SERVED = "STANDIN_FORKSERVER"
+"""``on``, where the workflow's jobs run through chartrl's forkserver (``CHARTRL_FORKSERVER=on``): the stand-in runs
+in a fork of a server of its own that imported torch, Hydra, verl and transformers once (about 6 s a process on a
+2-core machine, most of a short stand-in run), as the workflow's jobs do; the first run starts the server and runs
+itself. What ``chartrl verl`` does is unchanged: it starts this script as it would start verl, and the script's
+exit status, output and signals are those of the forked run (chartrl.forkserver). The real verl starts afresh."""
+PRELOAD = (
+    "numpy",
+    "torch",
+    "tensordict",
+    "hydra",
+    "omegaconf",
+    "transformers",
+    "mlflow",
+    "verl",
+    "verl.utils.config",
+    "verl.utils.tracking",
+    "verl.utils.dataset.rl_dataset",
+    "verl.trainer.ppo.utils",
+    "verl.trainer.ppo.core_algos",
+    "verl.trainer.ppo.metric_utils",
+    "verl.trainer.ppo.reward",
+    "verl.trainer.ppo.v1.trainer_base",
+)
+
+
+PER_JOB = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
+"""Variables the jobs of one stand-in server may differ in (left out of its socket's environment key): the MLflow
+store and run a job logs to, which the preloaded libraries read when a job logs, not when they are imported."""
+
+
+def serve_forks(path: str) -> int:
+    """The stand-in's forkserver: its jobs run :func:`main`."""
+    from chartrl import forkserver
+
+    return forkserver.serve(Path(path), main, preload=PRELOAD)
+
+
+def _served(argv: list[str]) -> int | None:
+    from chartrl import forkserver
+
+    here = str(Path(__file__).resolve().parent)
+    command = (
+        sys.executable,
+        "-P",
+        "-c",
+        f"import sys; sys.path.insert(0, {here!r}); import verl_standin; "
+        "sys.exit(verl_standin.serve_forks(sys.argv[1]))",
+    )
+    try:
+        path = forkserver.socket_path("verl-standin-", forkserver.VOLATILE | PER_JOB)
+    except OSError:
+        return None
+    return forkserver.delegate(argv, command, path)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    served = _served(sys.argv[1:]) if os.environ.get(SERVED) == "on" else None
+    raise SystemExit(main(sys.argv[1:]) if served is None else served)
