@@ -20,6 +20,7 @@ import pytest
 
 from chartrl import forkserver
 from chartrl.ray_head import (
+    DRAIN_ENV,
     USERS_DIR,
     _request,
     free_port_block,
@@ -273,6 +274,9 @@ def test_workflow_runs_sharing_a_head_leave_stopping_it_to_the_last_one():
         assert head_users(temp_dir) == sorted([os.getpid(), other_run.pid])  # the dead run's entry is dropped
         assert leave_head(first) == [other_run.pid]  # the first run ends: the head stays for the other
         assert _request(first, "GET", "/api/jobs/") == []
+        # the head is stopped seconds after it started: Ray's drain on SIGTERM (30 s by default), which then waited
+        # out its whole time in one stop of two, is off
+        assert f"{DRAIN_ENV}=0".encode() in Path(f"/proc/{first.pid}/environ").read_bytes().split(b"\0")
         assert leave_head(first, other_run.pid) == []  # the last run ends: the head stops
         assert session_processes(first.pid) == []
         with pytest.raises(OSError):

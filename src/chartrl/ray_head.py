@@ -65,6 +65,9 @@ WORKER_PORTS = (20, PORTS_PER_HEAD - 1)
 STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
 """Ray's grace between the SIGTERM and the SIGKILL of a stopped job (ray/dashboard/modules/job/job_supervisor.py)."""
 JOB_STOP_WAIT_S = 15
+DRAIN_ENV = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+"""How long ``ray start`` drains its node on SIGTERM before it stops its processes (ray/_private/node.py: it waits
+for the raylet to go idle, for Ray Serve's sake; 30 s by default, 0 skips the drain)."""
 
 
 class HeadError(ChartrlError):
@@ -217,6 +220,9 @@ def start_head(
     # A stopped job's driver gets SIGTERM and, Ray's default, 3 s before SIGKILL: too short on a loaded machine for
     # a job to unwind and end its MLflow run KILLED (chartrl.errors.Stopped).
     env.setdefault(STOP_WAIT_ENV, str(JOB_STOP_WAIT_S))
+    # No drain: stop_head has stopped the jobs already, so there is nothing to drain, and a head stopped while
+    # `ray start` was still starting (a run that fails at once) waited out the drain's whole 30 s (one stop in two).
+    env.setdefault(DRAIN_ENV, "0")
     started = time.monotonic()
     with open(temp_dir / "head.log", "ab") as head_log:
         process = subprocess.Popen(
