@@ -123,14 +123,16 @@ def socket_path(name: str = "", volatile: frozenset[str] = VOLATILE) -> Path:
 # ---------------------------------------------------------------------------------------------------- client
 
 
-def delegate(argv: Sequence[str], server_command: Sequence[str], path: Path | None = None) -> int | None:
-    """Run ``chartrl argv`` through this environment's server (``path``: another server's socket): its exit status,
-    or None when the caller should run the command itself (the forkserver is off, or no server answered; then one is
-    started for the next jobs)."""
+def delegate(
+    argv: Sequence[str], server_command: Sequence[str], name: str = "", volatile: frozenset[str] = VOLATILE
+) -> int | None:
+    """Run ``chartrl argv`` through this environment's server (``name``, ``volatile``: another server's socket, as
+    :func:`socket_path`): its exit status, or None when the caller should run the command itself (the forkserver is
+    off, or no server answered; then one is started for the next jobs)."""
     if not enabled():
         return None
     try:
-        path = socket_path() if path is None else path
+        path = socket_path(name, volatile)
     except OSError as err:
         print(f"chartrl: forkserver off for this job: {err}", file=sys.stderr)
         return None

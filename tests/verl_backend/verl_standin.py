@@ -323,11 +323,7 @@ def _served(argv: list[str]) -> int | None:
         f"import sys; sys.path.insert(0, {here!r}); import verl_standin; "
         "sys.exit(verl_standin.serve_forks(sys.argv[1]))",
     )
-    try:
-        path = forkserver.socket_path("verl-standin-", forkserver.VOLATILE | PER_JOB)
-    except OSError:
-        return None
-    return forkserver.delegate(argv, command, path)
+    return forkserver.delegate(argv, command, "verl-standin-", forkserver.VOLATILE | PER_JOB)
 
 
 if __name__ == "__main__":
