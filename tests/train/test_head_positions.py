@@ -150,3 +150,29 @@ def test_supervised_loss_in_length_ordered_micro_batches_is_the_whole_batch_loss
         assert grads.keys() == whole_grads.keys()
         for name in whole_grads:
             torch.testing.assert_close(grads[name], whole_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_a_batch_that_fits_in_one_micro_batch_runs_as_it_is(tiny_policy, synth_rows, default_config):
+    """warmstart.micro_batch_size at or above the batch (the embedded default's 16 under an overlay's batch of 8)
+    changes nothing: the same loss and gradient to the bit, not a reordered batch."""
+    cfg = default_config.warmstart
+    rng = random.Random(2)
+    demos = [
+        build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
+        for row in synth_rows["train"][:5]
+    ]
+    assert sorted(len(d.ids) for d in demos) != [len(d.ids) for d in demos]  # length order would reorder them
+
+    def loss_and_grads(micro_batch_size):
+        tiny_policy.model.zero_grad(set_to_none=True)
+        loss = supervised_loss(tiny_policy, demos, micro_batch_size)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in tiny_policy.model.named_parameters() if p.grad is not None}
+        tiny_policy.model.zero_grad(set_to_none=True)
+        return loss.item(), grads
+
+    whole, whole_grads = loss_and_grads(None)
+    for size in (5, 16):
+        loss, grads = loss_and_grads(size)
+        assert loss == whole
+        assert all(torch.equal(grads[name], whole_grads[name]) for name in whole_grads)

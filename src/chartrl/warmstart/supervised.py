@@ -340,11 +340,12 @@ def step_demonstrations(
 def supervised_loss(policy, demos: Sequence[Demonstration], micro_batch_size: int | None = None):
     """Mean cross-entropy over the demonstrations' assistant tokens (the output head runs on those positions only).
     With ``micro_batch_size``, the demonstrations run in groups of that many, in length order, so a short one is
-    not padded to the longest of the whole batch: the same mean (up to the order of floating-point sums)."""
+    not padded to the longest of the whole batch: the same mean (up to the order of floating-point sums). A batch
+    of at most ``micro_batch_size`` runs whole, in its own order, exactly as without it."""
     import torch
 
     groups = [list(demos)]
-    if micro_batch_size is not None:
+    if micro_batch_size is not None and micro_batch_size < len(demos):
         groups = [[demos[i] for i in rows] for rows in length_groups([len(d.ids) for d in demos], micro_batch_size)]
     total, count = None, 0
     for group in groups:
