@@ -124,7 +124,8 @@ def sections(args) -> list[str]:
         "## Precision: bfloat16 autocast against float32 on this CPU",
         "",
         f"Model: {which}. Warm-start updates: {steps} batches of {config.warmstart.batch_size} demonstrations of "
-        f"warm-start step {WARMSTART_STEP} on, 2 threads, the first update left out. Rollouts: 8 validation "
+        f"warm-start step {WARMSTART_STEP} on ({_micro(config.warmstart.micro_batch_size)}), 2 threads, the first "
+        "update left out. Rollouts: 8 validation "
         f"questions x n={config.rollout.n} with tools, then one RL update over their episodes (micro-batches of "
         f"{config.train.micro_batch_size} in length order), 1 thread, "
         f"{args.repeats} runs. Both precisions alternate, each from the same weights (min / median / max).",
@@ -156,3 +157,7 @@ def sections(args) -> list[str]:
         "",
     ]
     return lines
+
+
+def _micro(size: int | None) -> str:
+    return "whole batches" if size is None else f"micro-batches of {size} in length order"

@@ -135,17 +135,9 @@ def test_supervised_loss_in_length_ordered_micro_batches_is_the_whole_batch_loss
     ]
     assert len({len(d.ids) for d in demos}) > 1  # lengths differ, so the groups pad differently
 
-    def loss_and_grads(micro_batch_size):
-        tiny_policy.model.zero_grad(set_to_none=True)
-        loss = supervised_loss(tiny_policy, demos, micro_batch_size)
-        loss.backward()
-        grads = {n: p.grad.clone() for n, p in tiny_policy.model.named_parameters() if p.grad is not None}
-        tiny_policy.model.zero_grad(set_to_none=True)
-        return loss.item(), grads
-
-    whole, whole_grads = loss_and_grads(None)
+    whole, whole_grads = _loss_and_grads(tiny_policy, demos, None)
     for size in (1, 3, 7):
-        loss, grads = loss_and_grads(size)
+        loss, grads = _loss_and_grads(tiny_policy, demos, size)
         assert loss == pytest.approx(whole, rel=1e-6)
         assert grads.keys() == whole_grads.keys()
         for name in whole_grads:
@@ -163,16 +155,17 @@ def test_a_batch_that_fits_in_one_micro_batch_runs_as_it_is(tiny_policy, synth_r
     ]
     assert sorted(len(d.ids) for d in demos) != [len(d.ids) for d in demos]  # length order would reorder them
 
-    def loss_and_grads(micro_batch_size):
-        tiny_policy.model.zero_grad(set_to_none=True)
-        loss = supervised_loss(tiny_policy, demos, micro_batch_size)
-        loss.backward()
-        grads = {n: p.grad.clone() for n, p in tiny_policy.model.named_parameters() if p.grad is not None}
-        tiny_policy.model.zero_grad(set_to_none=True)
-        return loss.item(), grads
-
-    whole, whole_grads = loss_and_grads(None)
+    whole, whole_grads = _loss_and_grads(tiny_policy, demos, None)
     for size in (5, 16):
-        loss, grads = loss_and_grads(size)
+        loss, grads = _loss_and_grads(tiny_policy, demos, size)
         assert loss == whole
         assert all(torch.equal(grads[name], whole_grads[name]) for name in whole_grads)
+
+
+def _loss_and_grads(policy, demos, micro_batch_size):
+    policy.model.zero_grad(set_to_none=True)
+    loss = supervised_loss(policy, demos, micro_batch_size)
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+    policy.model.zero_grad(set_to_none=True)
+    return loss.item(), grads
