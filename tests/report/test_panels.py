@@ -185,3 +185,22 @@ def test_the_rerank_table_shows_every_method_with_its_interval_and_costs(tmp_pat
         assert title in table
     low, high = methods["scs"]["low"], methods["scs"]["high"]
     assert f"[{low:.3f}, {high:.3f}]" in table
+
+
+def test_the_limits_say_when_the_test_figures_read_part_of_the_split():
+    from chartrl.config import load_config
+    from chartrl.report.collect import limits
+
+    def sentences(files, rows):
+        metrics = {"judges": [], "data": {"synthchart": {"test": {"rows": rows, "charts": rows // 2}}}}
+        return limits({**metrics, "training": {}, "missing": []}, load_config(files, root=REPO))
+
+    default = load_config(root=REPO)
+    assert default.evaluate.limit == 200
+    said = [s for s in sentences([], 400) if "evaluate.limit" in s]
+    assert said == [
+        "Test figures (test accuracy, generations, their scores, reranking and test curves) read the first 200 of "
+        "the 400 test questions of synthchart (evaluate.limit); training and validation do not read them."
+    ]
+    assert not [s for s in sentences([], 200) if "evaluate.limit" in s]  # the limit leaves nothing out
+    assert not [s for s in sentences([REPO / "config" / "gpu.yaml"], 2500) if "evaluate.limit" in s]

@@ -410,6 +410,16 @@ def limits(metrics: Mapping[str, Any], config: Config) -> list[str]:
     for name, splits in metrics["data"].items():
         sizes = ", ".join(f"{split} {v['rows']} questions / {v['charts']} charts" for split, v in splits.items())
         out.append(f"Data {name}: {sizes}.")
+    evaluate = config.evaluate
+    if evaluate.limit is not None:
+        rows = metrics["data"].get(evaluate.dataset, {}).get(evaluate.split, {}).get("rows")
+        if rows is None or rows > evaluate.limit:
+            of = f"{evaluate.limit} of the {rows}" if rows is not None else f"{evaluate.limit}"
+            out.append(
+                f"Test figures (test accuracy, generations, their scores, reranking and test curves) read the first "
+                f"{of} {evaluate.split} questions of {evaluate.dataset} (evaluate.limit); training and validation "
+                "do not read them."
+            )
     train_data = config.datasets.get(config.resolved["train"]["dataset"])
     if train_data is not None and "mini" in (train_data.options.get("styles") or {}):
         out.append(
