@@ -16,7 +16,9 @@ its socket's name, so a job with another environment gets another server.
 What the client does for the job: it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the job's process and exits
 with the job's status; when the client goes away (killed), the server sends the job SIGTERM, so it ends as a
 stopped job does. Where no server answers, the client starts one in the background and runs its own command in
-its own process, as it would without the server; a server with no job for :data:`IDLE_S` seconds exits.
+its own process, as it would without the server. A server exits when it has had no job for :data:`IDLE_S`
+seconds and the client that started it has ended: that client's own job counts as one of its jobs, so a server
+started beside a job longer than :data:`IDLE_S` (a training run's) is still there for the jobs that follow.
 
 Off: ``CHARTRL_FORKSERVER=off`` (or unset, outside the workflow). One difference to know: Snakemake's benchmark
 files measure the job's process tree, and a forked job is the server's child, not the client's: their ``s`` column
@@ -44,7 +46,7 @@ ENV = "CHARTRL_FORKSERVER"
 DIR_ENV = "CHARTRL_FORKSERVER_DIR"
 """Where the servers' sockets and logs live (default: ``chartrl-forkserver-<uid>`` in the temp folder)."""
 IDLE_S = 120.0
-"""A server with no job running and none started for this long exits."""
+"""A server with no job running, none started for this long and its starting client gone exits."""
 PRELOAD = (
     "numpy",
     "PIL.Image",
@@ -218,8 +220,9 @@ def _reply(replies) -> dict | None:
 
 def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, preload: Sequence[str] = PRELOAD) -> int:
     """Serve the jobs of one environment on the socket ``path`` until idle for ``idle_s`` seconds, ``preload``
-    imported first. Returns 0 (in a forked job this never returns: the job's process exits with the job's
-    status)."""
+    imported first. The process that started the server (its parent: the client of :func:`delegate`, which runs
+    its own command meanwhile) keeps it from idling while it runs. Returns 0 (in a forked job this never returns:
+    the job's process exits with the job's status)."""
     global _serving
     import gc
     import importlib
@@ -231,6 +234,7 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
         return 0  # another server holds it
     inode = os.stat(path).st_ino
     server_pid = os.getpid()
+    starter = os.getppid()  # while it runs, its own job is one of this environment's
     started = time.monotonic()
     for name in preload:
         try:
@@ -272,7 +276,7 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
                     selector.unregister(key.fileobj)
                     _signal(key.data, signal.SIGTERM)
             _reap(children, selector)
-            if children:
+            if children or os.getppid() == starter:
                 last_active = time.monotonic()
     finally:
         if os.getpid() == server_pid:
