@@ -171,31 +171,41 @@ def test_a_served_job_honours_pythonunbuffered(tmp_path, unbuffered):
     assert done.stdout.split() == ([str(bool(unbuffered))] * 2)
 
 
-def test_a_server_outlives_its_idle_time_while_the_client_that_started_it_runs(tmp_path):
-    """A client that finds no server starts one and runs its own job meanwhile: a training run, longer than the
-    server's idle time. The server stays for the jobs that follow it, and idles out only once that client is gone
-    (before, the first jobs after a long one started cold: the server had left)."""
-    folder = tmp_path / "fs"
-    folder.mkdir(mode=0o700)
-    path, log = folder / "s.sock", folder / "s.log"
+def _start_beside(folder: Path, starter_runs_s: float) -> subprocess.Popen:
+    """A client that starts a server (idle time 0.3 s) on ``folder``/s.sock, then runs for ``starter_runs_s``."""
     server = (
         "import sys; from pathlib import Path; from chartrl import forkserver; "
         "sys.exit(forkserver.serve(Path(sys.argv[1]), lambda argv: 0, idle_s=0.3, preload=()))"
     )
     starter = (
         "import sys, time; from pathlib import Path; from chartrl import forkserver; "
-        f"forkserver._start_server(Path(sys.argv[1]), [sys.executable, '-c', {server!r}]); time.sleep(6)"
+        f"forkserver._start_server(Path(sys.argv[1]), [sys.executable, '-c', {server!r}]); time.sleep({starter_runs_s})"
     )
-    client = subprocess.Popen([sys.executable, "-c", starter, str(path)])
-    deadline = time.monotonic() + 60
-    while "ready" not in (log.read_text() if log.exists() else ""):
-        assert time.monotonic() < deadline, "the forkserver never became ready"
-        time.sleep(0.1)
+    folder.mkdir(mode=0o700)
+    return subprocess.Popen([sys.executable, "-c", starter, str(folder / "s.sock")])
+
+
+def _logged(log: Path, text: str):
+    return lambda: log.exists() and text in log.read_text()
+
+
+def test_a_server_outlives_its_idle_time_while_the_client_that_started_it_runs(tmp_path):
+    """A client that finds no server starts one and runs its own job meanwhile: a training run, longer than the
+    server's idle time. The server stays for the jobs that follow it, and idles out only once that client is gone
+    (before, the first jobs after a long one started cold: the server had left)."""
+    folder = tmp_path / "fs"
+    client = _start_beside(folder, 6)
+    path, log = folder / "s.sock", folder / "s.log"
+    _wait_for(_logged(log, "ready"), 60)
     time.sleep(2.0)  # more than six idle times, its starter still running
     assert "exiting" not in log.read_text() and path.exists()
     assert client.wait(timeout=30) == 0
-    deadline = time.monotonic() + 30
-    while "idle, exiting" not in log.read_text():
-        assert time.monotonic() < deadline, "the server did not idle out once its starter had ended"
-        time.sleep(0.1)
+    _wait_for(_logged(log, "idle, exiting"))  # once its starter has ended
     assert not path.exists()
+
+
+def test_a_server_whose_starter_ended_before_it_was_ready_idles_out(tmp_path):
+    """The starter's short job may end before the server has started: the server, reparented, is held by nothing."""
+    folder = tmp_path / "fs"
+    assert _start_beside(folder, 0).wait(timeout=30) == 0
+    _wait_for(_logged(folder / "s.log", "idle, exiting"), 60)

@@ -45,6 +45,8 @@ ENV = "CHARTRL_FORKSERVER"
 """``on``: ``chartrl`` commands run through a forkserver; anything else (``off``, unset): in their own process."""
 DIR_ENV = "CHARTRL_FORKSERVER_DIR"
 """Where the servers' sockets and logs live (default: ``chartrl-forkserver-<uid>`` in the temp folder)."""
+STARTER_ENV = "CHARTRL_FORKSERVER_STARTER"
+"""Set by :func:`_start_server` for the server only: the pid of the client that started it."""
 IDLE_S = 120.0
 """A server with no job running, none started for this long and its starting client gone exits."""
 PRELOAD = (
@@ -165,6 +167,7 @@ def _start_server(path: Path, server_command: Sequence[str]) -> None:
     with open(log, "ab") as out:
         subprocess.Popen(
             [*server_command, str(path)],
+            env={**os.environ, STARTER_ENV: str(os.getpid())},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -220,9 +223,10 @@ def _reply(replies) -> dict | None:
 
 def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, preload: Sequence[str] = PRELOAD) -> int:
     """Serve the jobs of one environment on the socket ``path`` until idle for ``idle_s`` seconds, ``preload``
-    imported first. The process that started the server (its parent: the client of :func:`delegate`, which runs
-    its own command meanwhile) keeps it from idling while it runs. Returns 0 (in a forked job this never returns:
-    the job's process exits with the job's status)."""
+    imported first. The client of :func:`delegate` that started the server (named in ``STARTER_ENV``; it runs its
+    own command meanwhile) keeps it from idling while it is still the server's parent: once it has ended, even
+    before the server was ready, the server is reparented and idles out as usual. Returns 0 (in a forked job this
+    never returns: the job's process exits with the job's status)."""
     global _serving
     import gc
     import importlib
@@ -234,7 +238,7 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
         return 0  # another server holds it
     inode = os.stat(path).st_ino
     server_pid = os.getpid()
-    starter = os.getppid()  # while it runs, its own job is one of this environment's
+    starter = int(os.environ.pop(STARTER_ENV, "0") or 0)  # while it runs, its own job is one of this environment's
     started = time.monotonic()
     for name in preload:
         try:
@@ -276,7 +280,7 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
                     selector.unregister(key.fileobj)
                     _signal(key.data, signal.SIGTERM)
             _reap(children, selector)
-            if children or os.getppid() == starter:
+            if children or (starter and os.getppid() == starter):
                 last_active = time.monotonic()
     finally:
         if os.getpid() == server_pid:
