@@ -191,16 +191,16 @@ def test_the_limits_say_when_the_test_figures_read_part_of_the_split():
     from chartrl.config import load_config
     from chartrl.report.collect import limits
 
-    def sentences(files, rows):
+    def said(files, rows):
+        """The limits' sentences about evaluate.limit, for a test split of ``rows`` questions."""
         metrics = {"judges": [], "data": {"synthchart": {"test": {"rows": rows, "charts": rows // 2}}}}
-        return limits({**metrics, "training": {}, "missing": []}, load_config(files, root=REPO))
+        lines = limits({**metrics, "training": {}, "missing": []}, load_config(files, root=REPO))
+        return [line for line in lines if "evaluate.limit" in line]
 
-    default = load_config(root=REPO)
-    assert default.evaluate.limit == 200
-    said = [s for s in sentences([], 400) if "evaluate.limit" in s]
-    assert said == [
+    assert load_config(root=REPO).evaluate.limit == 200
+    assert said([], 400) == [
         "Test figures (test accuracy, generations, their scores, reranking and test curves) read the first 200 of "
         "the 400 test questions of synthchart (evaluate.limit); training and validation do not read them."
     ]
-    assert not [s for s in sentences([], 200) if "evaluate.limit" in s]  # the limit leaves nothing out
-    assert not [s for s in sentences([REPO / "config" / "gpu.yaml"], 2500) if "evaluate.limit" in s]
+    assert said([], 200) == []  # the limit leaves nothing out
+    assert said([REPO / "config" / "gpu.yaml"], 2500) == []
