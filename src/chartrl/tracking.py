@@ -270,6 +270,16 @@ def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], 
     return StageRun(client, run_id)
 
 
+def run_exists(settings: MlflowSettings, run_id: str) -> bool:
+    """Whether ``run_id`` is in the store and not deleted."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return _client(settings).get_run(run_id).info.lifecycle_stage != "deleted"
+    except MlflowException:
+        return False
+
+
 def resume_run(settings: MlflowSettings, run_id: str, progress_key: str) -> StageRun:
     """Reopen ``run_id``; steps already logged for ``progress_key`` (a metric every step logs) are skipped."""
     client = _client(settings)
@@ -282,11 +292,17 @@ def resume_run(settings: MlflowSettings, run_id: str, progress_key: str) -> Stag
 
 @contextmanager
 def stage_run(
-    settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]
+    settings: MlflowSettings,
+    run_name: str,
+    tags: Mapping[str, str],
+    params: Mapping[str, Any],
+    resume: str | None = None,
+    progress_key: str = "",
 ) -> Iterator[StageRun]:
-    """Start a fresh run for ``run_name`` (superseding older ones) and end it FINISHED, or FAILED if the body
-    raises, or KILLED if the job is stopped."""
-    run = start_run(settings, run_name, tags, params)
+    """Start a fresh run for ``run_name`` (superseding older ones), or reopen ``resume`` (a resumed job's run: the
+    steps it holds of ``progress_key`` are not logged again), and end it FINISHED, or FAILED if the body raises, or
+    KILLED if the job is stopped."""
+    run = resume_run(settings, resume, progress_key) if resume else start_run(settings, run_name, tags, params)
     try:
         yield run
     except BaseException as error:

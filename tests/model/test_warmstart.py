@@ -283,3 +283,83 @@ def test_zoom_demonstration_trains_the_call_and_answer_and_shows_the_zoomed_regi
         assert trained.endswith(f"</tool_call><|im_end|><answer>{row.answer}</answer><|im_end|>")
         image_pads = [m for t, m in zip(demo.ids, demo.mask, strict=True) if t == tiny_policy.ids.image_pad]
         assert image_pads and not any(image_pads)
+
+
+def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny_model_dir, mini_rows, default_config,
+                                                                            tmp_path, monkeypatch, capsys):  # fmt: skip
+    """``chartrl warmstart`` as the rule runs it, stopped (SIGTERM, as Snakemake cancels a job) after step 3 of 6
+    with a checkpoint every 2 steps, then run again: it goes on from step 2, reopens its MLflow run (each step logged
+    once, the run FINISHED), removes the checkpoint, and writes the model of a warm start never stopped, bit for
+    bit, with the same metrics."""
+    import signal
+
+    from safetensors.torch import load_file
+
+    from chartrl import tracking
+    from chartrl.cli import main
+    from chartrl.commands.model import checkpoint_folder, resume_key
+    from chartrl.config import PromptConfig, WarmstartConfig, to_plain, tools_config
+    from chartrl.data.contract import write_split
+    from chartrl.errors import Stopped
+    from chartrl.model.policy import load_policy
+    from chartrl.warmstart.supervised import read_checkpoint
+
+    write_split(mini_rows, tmp_path / "train.parquet")
+    write_split(mini_rows[:2], tmp_path / "val.parquet")
+    sections = {n: to_plain(default_config.resolved[n]) for n in ("warmstart", "prompts", "tools", "rollout")}
+    sections["warmstart"] |= {"steps": 6, "batch_size": 4, "micro_batch_size": 2, "warmup_steps": 2,
+                              "perception_steps": 2, "text_steps": 3, "eval_rows": 2, "threads": 2}  # fmt: skip
+    sections["rollout"]["max_new_tokens"] = 8
+    spec = json.dumps(sections)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    out = tmp_path / "base"
+
+    def warmstart(val="val.parquet"):
+        return main(["warmstart", "--model", str(tiny_model_dir), "--train", str(tmp_path / "train.parquet"),
+                     "--val", str(tmp_path / val), "--out", str(out), "--gallery", str(tmp_path / "gallery.png"),
+                     "--spec", spec, "--tracking-uri", uri, "--experiment", "resume",
+                     "--checkpoint-every", "2"])  # fmt: skip
+
+    # a check it cannot run (one validation row: no shuffled-image control) is refused before the warm start
+    write_split(mini_rows[:1], tmp_path / "one.parquet")
+    assert warmstart(val="one.parquet") == 1
+    assert f"{tmp_path / 'one.parquet'}: the after-warm-start check needs at least 2" in capsys.readouterr().err
+    assert not checkpoint_folder(out).exists() and not (tmp_path / "mlflow.db").exists()
+
+    logged = tracking.StageRun.log_metrics
+
+    def stop_after_step_3(run, metrics, step=0):
+        logged(run, metrics, step)
+        if "warmstart/loss" in metrics and step == 3:
+            raise Stopped(signal.SIGTERM)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tracking.StageRun, "log_metrics", stop_after_step_3)
+        assert warmstart() == 128 + signal.SIGTERM
+    folder = checkpoint_folder(out)
+    state = read_checkpoint(folder, resume_key(sections, tiny_model_dir, tmp_path / "train.parquet"))
+    assert state["step"] == 2 and not out.exists()
+    assert read_checkpoint(folder, "other inputs") is None  # another key: not resumed
+    client = tracking._client(tracking.MlflowSettings(tracking_uri=uri, experiment="resume"))
+    run_id = state["meta"]["mlflow_run_id"]
+    assert client.get_run(run_id).info.status == "KILLED"
+
+    assert warmstart() == 0
+    assert not folder.exists()
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(run_id, "warmstart/loss")) == list(range(6))
+
+    # the same warm start never stopped (the command's threads are set: the same computation)
+    policy = load_policy(tiny_model_dir, train=True)
+    cfg, tools = WarmstartConfig(**sections["warmstart"]), tools_config(sections["tools"])
+    history = train_warmstart(policy, mini_rows, cfg, PromptConfig(**sections["prompts"]), tools)
+    policy.model.save_pretrained(tmp_path / "whole")
+    whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
+
+    def untimed(lines):
+        return [{k: v for k, v in m.items() if not k.startswith("timing/")} for m in lines]
+
+    written = [json.loads(line) for line in (out / "warmstart_metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in written] == list(range(6))
+    assert json.dumps(untimed(written)) == json.dumps(untimed(history))  # NaN included

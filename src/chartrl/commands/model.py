@@ -17,6 +17,7 @@ from chartrl.config import (
     model_config,
     tools_config,
 )
+from chartrl.errors import ChartrlError
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,34 @@ def cmd_tiny(args: argparse.Namespace) -> int:
 
 
 WARMSTART_SECTIONS = ("warmstart", "prompts", "tools", "rollout")
+PROGRESS_KEY = "warmstart/loss"
+"""Logged every warm-start step: how a resumed job finds the steps its MLflow run already holds."""
+
+
+def checkpoint_folder(out: str | Path) -> Path:
+    """Where ``chartrl warmstart --out OUT`` keeps its resume checkpoint: ``OUT.resume`` beside it, not inside it,
+    so a workflow that removes a failed job's output (Snakemake does) leaves the checkpoint for the rerun."""
+    out = Path(out)
+    return out.with_name(f"{out.name}.resume")
+
+
+def resume_key(sections: dict[str, Any], model: str | Path, train: str | Path) -> str:
+    """What a warm start computes from: its settings and the bytes of the model folder and the train split."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(sections, sort_keys=True).encode())
+    files = sorted(p for p in Path(model).rglob("*") if p.is_file()) + [Path(train)]
+    for path in files:
+        digest.update(f"\0{path.relative_to(model) if path.is_relative_to(model) else path.name}\0".encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def cmd_warmstart(args: argparse.Namespace) -> int:
+    import shutil
+
     import torch
 
     from chartrl import tracking
@@ -44,7 +70,13 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
     from chartrl.model.policy import load_policy
     from chartrl.rollout.generations import draw_gallery
     from chartrl.warmstart.check import check_after_warmstart
-    from chartrl.warmstart.supervised import save_history, train_warmstart
+    from chartrl.warmstart.supervised import (
+        CHECKPOINT_EVERY,
+        Checkpointing,
+        read_checkpoint,
+        save_history,
+        train_warmstart,
+    )
 
     sections = read_job_spec(args.spec, WARMSTART_SECTIONS)
     cfg = WarmstartConfig(**sections["warmstart"])
@@ -52,13 +84,38 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
     tools = tools_config(sections["tools"])
     rollout = RolloutConfig(**sections["rollout"])
     torch.set_num_threads(cfg.threads)
-    policy = load_policy(args.model, train=True)
     train_rows, val_rows = read_split(args.train), read_split(args.val)
+    if min(cfg.eval_rows, len(val_rows)) < 2:  # refused before the warm start, not after it
+        raise ChartrlError(
+            f"{args.val}: the after-warm-start check needs at least 2 validation rows (its shuffled-image control "
+            f"shows each row another row's chart); the split has {len(val_rows)} and warmstart.eval_rows is "
+            f"{cfg.eval_rows}: give the val split more rows or raise warmstart.eval_rows"
+        )
+    policy = load_policy(args.model, train=True)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = {"stage": "warmstart", "model": "tiny", "backend": "local"}
-    with tracking.stage_run(settings, "base/warmstart", tags, sections) as run:
+    folder = checkpoint_folder(args.out)
+    key = resume_key(sections, args.model, args.train)
+    state = read_checkpoint(folder, key)
+    resumed = state["meta"].get("mlflow_run_id") if state else None
+    if resumed and not tracking.run_exists(settings, resumed):
+        log.warning("the warm start's MLflow run %s is gone: a new run gets the checkpoint's steps", resumed)
+        resumed = None
+    opened = tracking.stage_run(settings, "base/warmstart", tags, sections, resume=resumed, progress_key=PROGRESS_KEY)
+    with opened as run:
+        if state and not resumed:
+            for metrics in state["history"]:
+                run.log_metrics(metrics, step=int(metrics["step"]))
+        every = args.checkpoint_every or CHECKPOINT_EVERY
+        checkpointing = Checkpointing(folder, key, every, meta={"mlflow_run_id": run.run_id})
         history = train_warmstart(
-            policy, train_rows, cfg, prompt_config, tools, on_step=lambda m: run.log_metrics(m, step=int(m["step"]))
+            policy,
+            train_rows,
+            cfg,
+            prompt_config,
+            tools,
+            on_step=lambda m: run.log_metrics(m, step=int(m["step"])),
+            checkpointing=checkpointing,
         )
         check, episodes = check_after_warmstart(policy, val_rows, cfg, prompt_config, tools, rollout)
         draw_gallery(episodes, Path(args.gallery))
@@ -71,6 +128,7 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
             source = Path(args.model) / "chartrl_model.json"
             if source.exists():
                 (tmp / "chartrl_model.json").write_text(source.read_text())
+        shutil.rmtree(folder, ignore_errors=True)  # the model is written: nothing left to resume
         run.log_artifact(Path(args.out) / "warmstart.json")
         run.log_artifact(args.gallery)
     headline = {k: round(v, 3) for k, v in _flat(check).items() if "accuracy_by" not in k and "/episodes" not in k}
@@ -106,4 +164,12 @@ def register(stages: argparse._SubParsersAction) -> None:
     warm.add_argument("--spec", default=None, help=f"JSON with the sections {', '.join(WARMSTART_SECTIONS)}")
     warm.add_argument("--tracking-uri", default="sqlite:///results/mlflow.db")
     warm.add_argument("--experiment", default="chartrl")
+    warm.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        help="steps between resume checkpoints, kept in OUT.resume (default: CHECKPOINT_EVERY of "
+        "chartrl.warmstart.supervised); a rerun of a stopped job with the same inputs and settings resumes from the "
+        "last one",
+    )
     warm.set_defaults(func=cmd_warmstart)

@@ -16,6 +16,11 @@ of that observation, so perception is taught on every tool demonstration, and on
 The first steps (``perception_steps`` and ``text_steps``, side by side in each batch) teach what a pretrained
 VLM would bring: reading a masked chart, and copying a label from the question (text demonstrations without the
 chart). Then the protocol.
+
+A warm start is a long job (700 steps, the longest of the embedded default's): with a :class:`Checkpointing`,
+:func:`train_warmstart` saves what it needs to go on (weights, optimizer, the demonstration sampler's and torch's
+random states, the metrics so far) every ``every`` steps, and a rerun with the same key resumes from there and ends
+with the same weights bit for bit as a run that was never stopped.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from chartrl.progress import Progress
 from chartrl.rollout import conversation
 
 log = logging.getLogger(__name__)
+CHECKPOINT_EVERY = 50
+"""Warm-start steps between resume checkpoints (each replaces the one before: about 25 MB for the tiny model)."""
 TOOL_AXIS = {"v_bar": "x_values", "h_bar": "y_values"}
 
 
@@ -362,6 +369,65 @@ def supervised_loss(policy, demos: Sequence[Demonstration], micro_batch_size: in
     return total / max(1, count)
 
 
+@dataclasses.dataclass(frozen=True)
+class Checkpointing:
+    """Where :func:`train_warmstart` keeps what a rerun resumes from, and what must match for it to resume."""
+
+    folder: Path
+    key: str
+    """The job's inputs and settings, hashed: a checkpoint written under another key is not resumed."""
+    every: int = CHECKPOINT_EVERY
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Saved with each checkpoint, returned by :func:`read_checkpoint` (the MLflow run to reopen)."""
+
+
+def read_checkpoint(folder: Path, key: str) -> dict[str, Any] | None:
+    """The state of the checkpoint in ``folder`` (its step, meta, metrics so far) when it was written under ``key``;
+    None when there is none, or it belongs to other inputs or settings (then it is left for the next save)."""
+    path = Path(folder) / "state.json"
+    if not path.is_file():
+        return None
+    state = json.loads(path.read_text())
+    if state.get("key") != key:
+        log.warning("the warm-start checkpoint in %s was written for other inputs or settings: not resumed", folder)
+        return None
+    return state
+
+
+def _save_checkpoint(checkpointing: Checkpointing, step: int, policy, optimizer, rng, history) -> None:
+    import torch
+
+    from chartrl.files import atomic_dir
+
+    version, internal, gauss = rng.getstate()
+    state = {
+        "key": checkpointing.key,
+        "step": step,
+        "meta": checkpointing.meta,
+        "rng": [version, list(internal), gauss],
+        "history": history,
+    }
+    with atomic_dir(checkpointing.folder) as tmp:
+        tensors = {"model": policy.model.state_dict(), "optimizer": optimizer.state_dict()}
+        torch.save({**tensors, "torch_rng": torch.get_rng_state()}, tmp / "state.pt")
+        (tmp / "state.json").write_text(json.dumps(state) + "\n")
+    log.info("warm-start checkpoint at step %d written to %s", step, checkpointing.folder)
+
+
+def _restore(folder: Path, state: dict[str, Any], policy, optimizer, rng) -> int:
+    """Load a checkpoint into the live model, optimizer and sampler; the step to go on from."""
+    import torch
+
+    saved = torch.load(Path(folder) / "state.pt", weights_only=True)
+    policy.model.load_state_dict(saved["model"])  # in place: the optimizer keeps its parameter references
+    optimizer.load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["torch_rng"])
+    version, internal, gauss = state["rng"]
+    rng.setstate((version, tuple(internal), gauss))
+    log.info("warm start resumed from step %d (%s)", state["step"], folder)
+    return int(state["step"])
+
+
 def train_warmstart(
     policy,
     rows: Sequence[Row],
@@ -369,8 +435,11 @@ def train_warmstart(
     prompt_config: PromptConfig,
     tools: ToolsConfig,
     on_step=None,
+    checkpointing: Checkpointing | None = None,
 ) -> list[dict[str, float]]:
-    """Train ``policy`` in place; returns one metrics dict per step (also passed to ``on_step``)."""
+    """Train ``policy`` in place; returns one metrics dict per step (also passed to ``on_step``; a resumed run
+    passes only the steps it runs, and returns them all). With ``checkpointing``, resumes from its checkpoint when
+    one matches, and saves one every ``checkpointing.every`` steps."""
     import torch
 
     torch.manual_seed(cfg.seed)
@@ -386,12 +455,17 @@ def train_warmstart(
             "keep (a bar chart with boxes for them); set warmstart.text_steps: 0, or include value/compare "
             "questions on bar charts"
         )
-    history = []
-    progress = Progress("warm start", cfg.steps, log, unit="steps")
+    history: list[dict[str, float]] = []
+    start = 0
+    state = read_checkpoint(checkpointing.folder, checkpointing.key) if checkpointing else None
+    if state is not None:
+        start = _restore(checkpointing.folder, state, policy, optimizer, rng)
+        history = state["history"]
+    progress = Progress("warm start", cfg.steps - start, log, unit="steps")
     # demonstrations repeat (32 a step from the train rows): each conversation is rendered by the processor once
     builder = RememberingBuilder(policy.builder)
     demo_policy = dataclasses.replace(policy, builder=builder)
-    for step in range(cfg.steps):
+    for step in range(start, cfg.steps):
         started = time.perf_counter()
         label_rate = correct_label_rate_at(step, cfg)
         demos = step_demonstrations(demo_policy, rows, text_rows, rng, step, cfg, prompt_config, tools)
@@ -423,6 +497,8 @@ def train_warmstart(
         if on_step:
             on_step(metrics)
         progress.advance()
+        if checkpointing and (step + 1) % checkpointing.every == 0 and step + 1 < cfg.steps:
+            _save_checkpoint(checkpointing, step + 1, policy, optimizer, rng, history)
         if step % 25 == 0 or step == cfg.steps - 1:
             log.info(
                 "step %d/%d loss %.4f lr %.2e", step + 1, cfg.steps, metrics["warmstart/loss"], metrics["warmstart/lr"]
