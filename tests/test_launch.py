@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from chartrl import forkserver
+from chartrl.launch import LOCAL_HEAD_ENV
 from chartrl.ray_head import (
     DRAIN_ENV,
     USERS_DIR,
@@ -57,6 +60,7 @@ def head():
     os.environ.update(saved)
     yield state, env
     stop_head(state)
+    shutil.rmtree(temp_dir, ignore_errors=True)  # its logs hold the canary of the secrets test
 
 
 def launch(env, sid, *command, extra=()):
@@ -155,6 +159,67 @@ def test_secrets_are_inherited_from_the_head_not_sent(head):
     assert runtime_env["env_vars"]["PYTHONPATH"] == env["PYTHONPATH"]
     logged = subprocess.run(["grep", "-rl", SECRET, state.temp_dir], capture_output=True, text=True).stdout
     assert logged == "" and SECRET not in err
+
+
+CANARY_ENV = "CHARTRL_TEST_CANARY_KEY"
+ANOTHER_USER = 65534  # nobody
+
+
+def files_holding(text: str, folder: Path) -> list[Path]:
+    """The files under ``folder`` that hold ``text``, as this process reads them."""
+    found = subprocess.run(["grep", "-rlF", "--", text, str(folder)], capture_output=True, text=True).stdout
+    return [Path(line) for line in found.splitlines()]
+
+
+def open_to_others(path: Path) -> bool:
+    """Whether the mode bits let a user who is neither the owner nor root read ``path``: the file readable and
+    every folder above it searchable, for the group or for others."""
+    chain = [path.stat().st_mode, *(folder.stat().st_mode for folder in path.parents)]
+    return any(
+        chain[0] & read and all(mode & search for mode in chain[1:])
+        for read, search in ((stat.S_IRGRP, stat.S_IXGRP), (stat.S_IROTH, stat.S_IXOTH))
+    )
+
+
+def read_by_another_user(text: str, folder: Path) -> list[Path]:
+    """The files under ``folder`` holding ``text`` that another user of the machine can read. As root, a reader
+    runs as that user (nobody, no supplementary groups), and must first find ``text`` in a control file left open
+    to everyone, or it proves nothing; otherwise the mode bits of each file holding ``text`` are checked."""
+    if os.geteuid() != 0:
+        return [path for path in files_holding(text, folder) if open_to_others(path)]
+    control = Path(tempfile.mkdtemp(prefix="crl-open-", dir="/tmp"))
+    try:
+        control.chmod(0o755)
+        (control / "open").write_text(text)
+        (control / "open").chmod(0o644)
+        reader = subprocess.run(
+            ["grep", "-rlF", "--", text, str(control), str(folder)],
+            user=ANOTHER_USER, group=ANOTHER_USER, extra_groups=[], capture_output=True, text=True,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(control)
+    found = [Path(line) for line in reader.stdout.splitlines()]
+    assert control / "open" in found, f"the unprivileged reader read nothing: {reader.stderr[-500:]}"
+    return [path for path in found if path != control / "open"]
+
+
+def test_another_user_reads_no_secret_in_the_heads_temp_folder(head):
+    """Ray makes its temp folders world-writable (0777) and writes its logs world-readable, the runtime envs it
+    sets up among them, values included (runtime_env_agent.log). A canary key sent through the launcher's
+    --secret-env (to the head as to any cluster at RAY_ADDRESS, so it travels in the job's runtime env) and
+    printed by the job lands there twice; another user of the machine must read it nowhere."""
+    state, env = head
+    canary = "sk-canary-" + uuid.uuid4().hex
+    client = {name: value for name, value in env.items() if name != LOCAL_HEAD_ENV} | {CANARY_ENV: canary}
+    sid = f"chartrl-test-canary-{uuid.uuid4().hex[:6]}"
+    process = launch(client, sid, "bash", "-c", f"echo the key is ${CANARY_ENV}", extra=("--secret-env", CANARY_ENV))
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0 and canary in out, err
+    temp_dir = Path(state.temp_dir)
+    holding = {path.name for path in files_holding(canary, temp_dir)}
+    assert "runtime_env_agent.log" in holding and f"job-driver-{sid}.log" in holding, holding  # so the check bites
+    assert read_by_another_user(canary, temp_dir) == []
+    assert stat.S_IMODE(temp_dir.stat().st_mode) == 0o700
 
 
 def test_verl_driver_and_task_runner_output_reach_the_launchers_log(head):
@@ -283,5 +348,6 @@ def test_workflow_runs_sharing_a_head_leave_stopping_it_to_the_last_one():
             _request(first, "GET", "/api/jobs/", timeout_s=2)
     finally:
         stop_head(first)
+        shutil.rmtree(temp_dir, ignore_errors=True)
         other_run.kill()
         other_run.wait()

@@ -17,6 +17,13 @@ under ``chartrl-runs/`` in the temp folder, and leaves it (:func:`leave_head`) w
 leave stops the head, so a run that ends first never stops another run's jobs. An entry whose process has died
 (a run killed with SIGKILL) is ignored and removed. Joining and leaving hold a lock on the temp folder.
 
+The head's temp folder is the user's alone (mode 0700, and refused when another user owns it): Ray makes its own
+temp folder and session folders world-writable (``ray/_common/utils.py``, ``try_make_directory_shared``: chmod 0777)
+and writes its logs world-readable, among them ``runtime_env_agent.log``, which holds every job's runtime env,
+values included, and the jobs' own output. So Ray's ``--temp-dir`` is a folder inside the head's (:data:`RAY_DIR`),
+where no other user can reach it; the files chartrl writes there itself that could hold a secret (the token, the
+head's log) are 0600 as well.
+
 The head's environment is the workflow's, so its jobs inherit it (the judge's key included: it never travels
 through Ray). ``start`` returns the variables a client needs (``RAY_ADDRESS``, the token settings); the workflow
 exports them for its jobs.
@@ -50,6 +57,9 @@ STATE_FILE = "chartrl-head.json"
 USERS_DIR = "chartrl-runs"
 """One file per workflow run using the head, named by its process id, holding the process's start time."""
 LOCK_FILE = "chartrl-head.lock"
+RAY_DIR = "ray"
+"""Ray's own temp folder (``ray start --temp-dir``), inside the head's: Ray opens it to every user (chmod 0777).
+Short, as the head's folder: Ray's AF_UNIX socket paths under it must stay within 107 characters."""
 PORT_OFFSETS = {
     "port": 0,
     "dashboard_port": 1,
@@ -101,6 +111,37 @@ def default_temp_dir(workdir: str | Path) -> Path:
     return Path("/tmp") / f"chartrl-ray-{digest}"
 
 
+def private_folder(path: str | Path) -> Path:
+    """``path``, created if needed, made mode 0700: the head's temp folder holds Ray's (which Ray opens to every
+    user) and the token. A folder of another user is refused: its name is predictable (/tmp/chartrl-ray-<digest>),
+    so another user could have made it first, and could read whatever the head puts there."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    owner = path.stat().st_uid
+    if owner != os.getuid():
+        raise HeadError(
+            f"the local Ray head's temp folder {path} belongs to user {owner}, not to you (uid {os.getuid()}); "
+            "remove it, or set ray.temp_dir (chartrl ray-head --temp-dir) to a folder of your own"
+        )
+    path.chmod(0o700)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` readable by the user only (mode 0600, an existing file included)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def open_private_log(path: Path):
+    """``path`` opened for appending, readable by the user only (mode 0600): a log may quote a job's environment."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def ports_free(base: int, count: int = PORTS_PER_HEAD) -> bool:
     for port in range(base, base + count):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -137,7 +178,7 @@ def ray_executable() -> str:
 def head_command(state: HeadState, num_cpus: int | None, num_gpus: int | None) -> list[str]:
     base = state.base_port
     command = [ray_executable(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1"]
-    command += ["--dashboard-host", "127.0.0.1", "--temp-dir", state.temp_dir]
+    command += ["--dashboard-host", "127.0.0.1", "--temp-dir", str(Path(state.temp_dir) / RAY_DIR)]
     for option, offset in PORT_OFFSETS.items():
         command += [f"--{option.replace('_', '-')}", str(base + offset)]
     command += ["--min-worker-port", str(base + WORKER_PORTS[0]), "--max-worker-port", str(base + WORKER_PORTS[1])]
@@ -201,19 +242,16 @@ def start_head(
     timeout_s: float = 300.0,  # a head takes 10-20 s on an idle 2-core machine, over 90 s on a loaded one
 ) -> HeadState:
     """Start the head (or return the one already running from ``temp_dir``) and wait until its job API answers."""
-    temp_dir = Path(temp_dir).resolve()
+    temp_dir = private_folder(Path(temp_dir).resolve())  # before its state file is trusted
     running = read_state(temp_dir)
     if running is not None and _alive(running.pid) and _api_ready(running):
         log.info("local Ray head already running at %s (pid %d)", running.address, running.pid)
         return running
-    temp_dir.mkdir(parents=True, exist_ok=True)
     base = base_port if base_port is not None else free_port_block(seed=str(temp_dir))
     if base_port is not None and not ports_free(base):
         raise HeadError(f"ports {base}-{base + PORTS_PER_HEAD - 1} (ray.head_port) are not all free; pick another")
     token = temp_dir / "auth_token"
-    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(32))
+    write_private(token, secrets.token_hex(32))
     state = HeadState(0, str(temp_dir), base, f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}", str(token))
     env = {**os.environ, **state.client_env()}
     env.pop("RAY_ADDRESS")  # the head is not a client of itself
@@ -224,7 +262,7 @@ def start_head(
     # `ray start` was still starting (a run that fails at once) waited out the drain's whole 30 s (one stop in two).
     env.setdefault(DRAIN_ENV, "0")
     started = time.monotonic()
-    with open(temp_dir / "head.log", "ab") as head_log:
+    with open_private_log(temp_dir / "head.log") as head_log:
         process = subprocess.Popen(
             head_command(state, num_cpus, num_gpus),
             env=env,
@@ -313,8 +351,7 @@ def stop_head(state: HeadState, timeout_s: float = 30.0) -> None:
 @contextmanager
 def head_lock(temp_dir: str | Path) -> Iterator[None]:
     """Serialise joining, leaving, starting and stopping the head of ``temp_dir`` between workflow runs."""
-    temp_dir = Path(temp_dir)
-    temp_dir.mkdir(parents=True, exist_ok=True)
+    temp_dir = private_folder(temp_dir)
     with open(temp_dir / LOCK_FILE, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
