@@ -1,6 +1,6 @@
 """The temp folders chartrl makes for itself on a shared machine are the user's alone (0700), and the files there
 that could hold a secret are 0600: the local Ray head's folder (Ray's own temp folder, which Ray opens to every
-user, lies inside it), its token and log. A head's folder that another user made first is
+user, lies inside it), its token and log, the forkserver's logs. A head's folder that another user made first is
 refused. (tests/test_launch.py checks, with a real head, that another user reads no secret in it.)"""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from chartrl import forkserver
 from chartrl.ray_head import RAY_DIR, HeadError, HeadState, head_command, head_lock, private_folder, write_private
 
 ANOTHER_USER = 65534  # nobody
@@ -61,3 +62,9 @@ def test_a_private_file_is_0600_even_when_it_existed_wider(tmp_path):
     token.chmod(0o644)
     write_private(token, "new")
     assert mode(token) == 0o600 and token.read_text() == "new"
+
+
+def test_a_forkservers_log_is_the_users_alone(tmp_path):
+    socket = tmp_path / "env.sock"
+    forkserver._start_server(socket, ["true"])  # the server command exits at once: only its log matters here
+    assert mode(socket.with_suffix(".log")) == 0o600

@@ -162,9 +162,11 @@ def delegate(
 
 
 def _start_server(path: Path, server_command: Sequence[str]) -> None:
-    """Start a server for ``path`` in the background (its own session, output to a log beside the socket)."""
-    log = path.with_suffix(".log")
-    with open(log, "ab") as out:
+    """Start a server for ``path`` in the background (its own session, output to a log beside the socket, readable
+    by the user only: the server holds its jobs' environments, secrets included)."""
+    fd = os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "ab") as out:
         subprocess.Popen(
             [*server_command, str(path)],
             env={**os.environ, STARTER_ENV: str(os.getpid())},
