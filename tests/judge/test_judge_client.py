@@ -104,6 +104,19 @@ def test_faults_do_not_change_verdicts_and_a_rerun_asks_nothing(tmp_path):
     assert KEY.encode() not in (tmp_path / "cache.sqlite").read_bytes()
 
 
+def test_a_cached_verdict_shows_the_judges_reply_as_a_fresh_one_does(tmp_path):
+    """A rerun's verdicts come from the cache, and each still shows the reply it was read from (the scores file's
+    judge_detail), not an empty one."""
+    items = ITEMS[:4]
+    with FakeJudgeServer() as server:
+        asked = judge_batch(make_judge(server, tmp_path / "cache.sqlite"), items)
+    with FakeJudgeServer() as server:
+        cached = judge_batch(make_judge(server, tmp_path / "cache.sqlite"), items)
+        assert server.requests == 0
+    assert [v.source for v in asked] == ["request"] * 4 and [v.source for v in cached] == ["cache"] * 4
+    assert all(v.detail for v in asked) and [v.detail for v in cached] == [v.detail for v in asked]
+
+
 def test_endpoint_down_fails_loudly_and_keeps_the_verdicts_it_got(tmp_path):
     good = {item.question for item in ITEMS[:10]}
     answered, lock, all_good_answered = set(), threading.Lock(), threading.Event()

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 SCHEMA = """
@@ -39,8 +40,16 @@ def cache_key(backend: str, model: str, template_digest: str, question: str, ref
     return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class CachedVerdict:
+    """A verdict as the cache keeps it: its score and the judge's whole reply (what a fresh verdict shows)."""
+
+    score: float
+    reply: str
+
+
 class VerdictCache:
-    """``get``/``put`` verdict scores by key; ``path=None`` keeps them in memory only."""
+    """``get``/``put`` verdicts by key; ``path=None`` keeps them in memory only."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
@@ -57,13 +66,13 @@ class VerdictCache:
             self._connection.commit()
         self._pending: list[tuple] = []
 
-    def get(self, key: str) -> float | None:
+    def get(self, key: str) -> CachedVerdict | None:
         with self._lock:
             for row in reversed(self._pending):
                 if row[0] == key:
-                    return row[7]
-            found = self._connection.execute("SELECT score FROM verdicts WHERE key = ?", (key,)).fetchone()
-        return None if found is None else float(found[0])
+                    return CachedVerdict(float(row[7]), row[8])
+            found = self._connection.execute("SELECT score, reply FROM verdicts WHERE key = ?", (key,)).fetchone()
+        return None if found is None else CachedVerdict(float(found[0]), found[1])
 
     def put(
         self,

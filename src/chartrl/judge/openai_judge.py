@@ -152,7 +152,7 @@ class OpenAIJudge:
             cached = self.cache.get(key)
             if cached is not None:
                 self.usage.cache_hits += 1
-                results[i] = Verdict(cached, "cache")
+                results[i] = Verdict(cached.score, "cache", cached.reply[:DETAIL_CHARS])
             else:
                 pending[key] = [i]
         if pending:
