@@ -72,11 +72,25 @@ def test_panel_scorer_shows_each_vote():
 def test_judge_failures_are_counted_not_scored_incorrect():
     result = get_scorer("judge")(ITEMS, judge=FailingJudge())
     aggregate = result["aggregate"]
-    assert aggregate["judge_failures"] == 3 and aggregate["judged"] == 1  # the untagged item is simply incorrect
+    assert aggregate["judge_failures"] == 3 and aggregate["judged"] == 0  # the untagged item: incorrect, unjudged
     # failures and items never sent (no answer tag) are reported apart
     assert (aggregate["sent_to_judge"], aggregate["not_sent"], aggregate["judge_failure_fraction"]) == (3, 1, 1.0)
     assert aggregate["accuracy"] == 0.0 and aggregate["n"] == 4
     assert [i["verdict"] for i in result["items"]].count("judge_failure") == 3
+
+
+@pytest.mark.parametrize(
+    "scorer, judge, judged",
+    [
+        ("rule", None, 4),  # the rule grades every item itself
+        ("judge", ReferenceJudge(), 3),  # the untagged item h3 is scored incorrect without being sent
+        ("judge", FailingJudge(), 0),  # three sent, none came back readable; h3 never sent
+    ],
+    ids=["rule", "judge", "judge-failing"],
+)
+def test_judged_counts_only_the_items_that_got_a_verdict_from_the_judge(scorer, judge, judged):
+    aggregate = get_scorer(scorer)(ITEMS, judge=judge)["aggregate"]
+    assert aggregate["judged"] == judged and aggregate["n"] == 4
 
 
 def test_empty_and_unknown():

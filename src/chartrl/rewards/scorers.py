@@ -12,6 +12,9 @@ A scorer takes the scored items (one :class:`RewardInput` per generation) and re
 
 - ``accuracy`` is the mean over items with a verdict; judge failures are counted (``judge_failures``) and left
   out of it, never scored as incorrect. ``n`` counts every item.
+- ``judged``: the items the scorer's judge gave a verdict: for a judge or panel, those sent to it that came back
+  readable (``sent_to_judge - judge_failures``; an item with no answer tag is scored incorrect unjudged); for the
+  rule and the recipes' scorers, which grade every item themselves, ``n``.
 - Judge scorers report apart the two ways an item gets no judge verdict: ``not_sent`` (no answer tag, so nothing
   was asked: scored incorrect, as the rule does) and ``judge_failures`` (asked, no readable verdict after every
   retry); ``judge_failure_fraction`` is the failures' share of ``sent_to_judge`` (None when nothing was sent),
@@ -42,15 +45,17 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    judged = [i for i in items if i["verdict"] != "judge_failure"]
+    scored = [i for i in items if i["verdict"] != "judge_failure"]  # what the accuracy is the mean of
+    failures = len(items) - len(scored)
     callers = [i for i in items if i["tool_calls"] > 0]
     subsets: dict[str, list[dict[str, Any]]] = {}
-    for item in judged:
+    for item in scored:
         subsets.setdefault(item["subset"] or "unspecified", []).append(item)
+    judged = len(scored)
     judge_counts: dict[str, Any] = {}
     if any("sent_to_judge" in i for i in items):
         sent = sum(1 for i in items if i.get("sent_to_judge"))
-        failures = len(items) - len(judged)
+        judged = sent - failures  # an item never sent got no verdict from the judge, though it is scored
         judge_counts = {
             "sent_to_judge": sent,
             "not_sent": len(items) - sent,
@@ -58,7 +63,7 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
         }
     formats: dict[str, Any] = {}
     if any("format" in i for i in items):  # the recipes' own figures: format rate, accuracy among well-formed answers
-        formed = [i for i in judged if i.get("format") == 1.0]
+        formed = [i for i in scored if i.get("format") == 1.0]
         formats = {
             "format_rate": _mean([float(i.get("format") == 1.0) for i in items]),
             "well_formed": len(formed),
@@ -67,10 +72,10 @@ def aggregate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {
         **judge_counts,
         **formats,
-        "accuracy": _mean([i["accuracy"] for i in judged]),
+        "accuracy": _mean([i["accuracy"] for i in scored]),
         "n": len(items),
-        "judged": len(judged),
-        "judge_failures": len(items) - len(judged),
+        "judged": judged,
+        "judge_failures": failures,
         "tool_call_ratio": _mean([float(i["tool_calls"] > 0) for i in items]),
         "tool_success": _mean([float(i["tool_outcome"] == "executed") for i in callers]),
         "by_subset": {
