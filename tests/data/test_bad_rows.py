@@ -45,6 +45,8 @@ HUMAN = [
     {"imgname": "other.png", "query": "Other?", "label": "1"},  # 20 kept as other.png-h0
     {"imgname": "other.jpg", "query": "Other?", "label": "1"},  # 21 same stem, no such file: other.jpg-h0
     {"imgname": 42, "query": "q", "label": "1"},  # 22 an image name that is not text
+    {"imgname": GOOD, "query": " ", "label": "4"},  # 23 blank question again: its own reason, not "duplicate of 8"
+    {"imgname": GOOD, "query": "Empty answer?", "label": ""},  # 24 blank answer again: not "duplicate of 7"
 ]
 AUGMENTED = [
     {"imgname": GOOD, "query": "Max?", "label": "2019"},  # 0 kept
@@ -78,6 +80,8 @@ REJECTED = {
     "test_human.json[19]": "imgname '../two_col_258.png' is not a plain file name",
     "test_human.json[21]": "image file not found",
     "test_human.json[22]": "imgname is a number, not a file name",
+    "test_human.json[23]": "empty question",
+    "test_human.json[24]": "empty answer",
     "test_augmented.json[1]": f"duplicate record: the same image, question and answer as {STEM}-h0",
 }
 

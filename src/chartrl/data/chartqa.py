@@ -24,7 +24,8 @@ Label bands for bar charts come, in this order, from:
 
 Records are checked one by one, and each bad one is rejected with a reason and its place in the source file
 (``test_human.json[12]``): a missing field, a query or image name that is not text, a record that repeats an
-earlier one of the split (same image, question and answer: rejected as a duplicate, not kept under a new id).
+earlier one of the split (same image, question and answer: rejected as a duplicate, not kept under a new id; only
+a row that passes the contract counts as the earlier one, so a copy of a rejected row gets its own reason).
 Labels are kept in one declared form (:func:`answer_text`): text as written (trimmed); a number as its decimal
 text; a list of values as ChartQA's multi-value form ``[v1, v2]`` (what relaxed accuracy reads as a list), a list
 of one value as that value. Row ids are ``{image stem}-{h|a}{n}``; when two image names of the split share a stem
@@ -56,6 +57,7 @@ from chartrl.data.contract import (
     Rejected,
     Row,
     RowRejected,
+    check_row,
     empty_bboxes,
     normalise_box,
 )
@@ -389,17 +391,7 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
             except RowRejected as err:
                 yield Rejected(row_id, str(err), where)
                 continue
-            key = (imgname, query.strip(), answer)
-            if key in first_of:
-                first_id, first_where = first_of[key]
-                yield Rejected(
-                    row_id,
-                    f"duplicate record: the same image, question and answer as {first_id} ({first_where})",
-                    where,
-                )
-                continue
-            first_of[key] = (row_id, where)
-            yield Row(
+            row = Row(
                 id=row_id,
                 images=[png],
                 problem=f"{IMAGE_PLACEHOLDER}\n{query}",
@@ -416,6 +408,22 @@ def read_chartqa_original(dataset: DatasetConfig, split: str, *, root: Path, **_
                     **chart_extra,
                 },
             )
+            try:  # before the duplicate check: a copy of a rejected row is rejected for its own reason
+                check_row(row)
+            except RowRejected as err:
+                yield Rejected(row_id, str(err), where)
+                continue
+            key = (imgname, query.strip(), answer)
+            if key in first_of:
+                first_id, first_where = first_of[key]
+                yield Rejected(
+                    row_id,
+                    f"duplicate record: the same image, question and answer as {first_id} ({first_where})",
+                    where,
+                )
+                continue
+            first_of[key] = (row_id, where)
+            yield row
 
 
 def _imgnames(records: Sequence[Any]) -> Iterator[str]:
