@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from chartrl.errors import ChartrlError
+
 
 @contextmanager
 def atomic_path(target: str | Path) -> Iterator[Path]:
@@ -71,3 +73,66 @@ def write_json(target: str | Path, data: Any) -> Path:
     """Write JSON atomically, pretty-printed, with a trailing newline."""
     text = json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False, default=str) + "\n"
     return write_atomically(target, lambda tmp: tmp.write_text(text))
+
+
+def content_digest(path: str | Path) -> str:
+    """sha256 of what ``path`` holds: a file's bytes, or a folder's files (each one's path inside the folder and its
+    bytes, in sorted order). Where the path lives does not count, so a moved results folder keeps its digests."""
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = [(path.name, path)] if path.is_file() else [(p.relative_to(path).as_posix(), p) for p in _files_in(path)]
+    if not files and not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such file or folder to digest")
+    for name, file in files:
+        digest.update(f"\0{name}\0".encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _files_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+class FolderBusy(ChartrlError):
+    """Another process holds a folder's writer lock (:func:`sole_writer`)."""
+
+
+@contextmanager
+def sole_writer(folder: str | Path, wait_s: float = 30.0, what: str = "this folder") -> Iterator[None]:
+    """Hold ``folder``'s writer lock (``.writer.lock`` inside it, an exclusive ``flock``) while the block runs, so
+    that one process at a time writes there. A holder that is still ending (a job stopped a moment ago) is waited
+    for up to ``wait_s`` seconds; one that stays raises :class:`FolderBusy` naming its process id. The kernel
+    drops the lock when its holder dies, however it dies."""
+    import fcntl
+    import time
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / ".writer.lock"
+    with open(lock, "a+") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "unknown"
+                    raise FolderBusy(
+                        f"{folder}: another process (pid {holder}) is writing {what}; wait for it to end or stop "
+                        "it, then rerun"
+                    ) from None
+                time.sleep(0.2)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)  # the pid stays: it is read only while the lock is held

@@ -199,6 +199,39 @@ def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, 
     assert [r.info.status for r in runs] == ["KILLED"]
 
 
+def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_checkpoints(
+    warm_model_dir, tiny_model_dir, splits, tmp_path
+):
+    """The warm start changed and Snakemake reruns the train job: the model folder is at the same path with other
+    weights, so the finished run's checkpoints were not trained from it. The rerun sets them aside
+    (``superseded/<their key>/``), trains from step 0 on the new model in a new MLflow run, and tags the old run
+    superseded."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    model, out, db = tmp_path / "base", tmp_path / "e6", tmp_path / "mlflow.db"
+    shutil.copytree(warm_model_dir, model)
+    short = {**TRAIN, "steps": 2}
+    first = subprocess.run(_train_command(model, *splits, out, db, train_cfg=short), capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = json.loads((out / "run.json").read_text())
+
+    shutil.rmtree(model)
+    shutil.copytree(tiny_model_dir, model)  # another starting model at the same path
+    rerun = subprocess.run(_train_command(model, *splits, out, db, train_cfg=short), capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resuming" not in rerun.stderr and "were trained from other inputs" in rerun.stderr
+    after = json.loads((out / "run.json").read_text())
+    assert after["job_key"] != before["job_key"] and after["mlflow_run_id"] != before["mlflow_run_id"]
+    assert [m["step"] for m in _metrics(out / "metrics.jsonl")] == [0, 1, 2]
+    assert (out / "superseded" / before["job_key"] / "checkpoints/step_2/trainer_state.json").is_file()
+    assert set(after["checkpoints"]["steps"]) == {"1", "2"}  # the new run's own
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    assert client.get_run(before["mlflow_run_id"]).data.tags["chartrl.superseded"] == "true"
+    assert client.get_run(after["mlflow_run_id"]).info.status == "FINISHED"
+
+
 def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_path):
     cases = [
         ({**ROLLOUT, "n": 1}, TRAIN, "rollout.n = 1"),

@@ -141,3 +141,39 @@ def test_the_test_seam_replaces_verls_entry_only_when_set(monkeypatch, caplog):
     monkeypatch.setenv(ENTRY_VARIABLE, "/usr/bin/python3 '/tmp/a stand-in.py'")
     assert verl_entry() == ("/usr/bin/python3", "/tmp/a stand-in.py")
     assert "instead of verl.trainer.main_ppo" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_rerun_continues_its_own_checkpoints_and_sets_aside_those_of_other_inputs(job, synth_rows, tmp_path):
+    """verl's ``resume_mode=auto`` continues whatever checkpoint its folder holds (the stand-in finds it with verl's
+    own ``find_latest_ckpt_path``): the job leaves it only its own. The same job rerun resumes at step 2 in the same
+    MLflow run; a changed train split, or a changed spec, starts verl from step 0 in a new run, the old checkpoints
+    moved under ``superseded/<their key>/``; so would a changed spec."""
+    from mlflow.tracking import MlflowClient
+
+    from chartrl.data.contract import write_split
+
+    run_dir, log = tmp_path / "results/runs/e10", tmp_path / "verl.log"
+    standin = ("sh", "-c", f'exec "$0" "$@" > {log} 2>&1', *STANDIN)  # verl's output, to read here
+
+    first = run_train_job(job, entry=standin)
+    again = run_train_job(job, entry=standin)
+    assert "stand-in: resuming from " in log.read_text()
+    assert again["mlflow_run_id"] == first["mlflow_run_id"] and again["job_key"] == first["job_key"]
+
+    write_split(list(reversed(synth_rows["train"])), job.train_split)  # the same rows, another file
+    changed = dataclasses.replace(job)  # a fresh object: the key is computed once per job
+    second = run_train_job(changed, entry=standin)
+    out = log.read_text()
+    assert "stand-in: training from scratch" in out and "resuming" not in out
+    assert second["job_key"] != first["job_key"] and second["mlflow_run_id"] != first["mlflow_run_id"]
+    aside = run_dir / "superseded" / first["job_key"] / "checkpoints"
+    assert (aside / "global_step_2/actor/fsdp_config.json").is_file()
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [0, 1, 2]  # trained again, from step 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/results/mlflow.db")
+    assert client.get_run(first["mlflow_run_id"]).data.tags["chartrl.superseded"] == "true"
+
+    # a changed spec (or override) is another key too, and so another job: its checkpoints would be set aside alike
+    assert dataclasses.replace(changed, spec={**job.spec, "keep_steps": [2]}).key != second["job_key"]
+    assert dataclasses.replace(changed, overrides=[*job.overrides, "trainer.seed=1"]).key != second["job_key"]

@@ -6,8 +6,9 @@ processor, scores canned responses with our reward through verl's own loader (``
 through verl's own ``Tracking`` logger (MLflow, attached to the run named in the Ray runtime env, as verl's actors
 see it), the metric keys verl's v1 trainer logs: per step ``compute_data_metrics`` of a batch shaped as the trainer
 builds it (GRPO advantages from verl's ``core_algos``), and at validation (``val_before_train``, every
-``test_freq`` steps and the last step) ``_val_metrics_update`` of our reward's extra info. It runs up to 8 steps
-and saves checkpoints as verl does (every ``save_freq`` steps and the last, in ``FSDPCheckpointManager``'s layout,
+``test_freq`` steps and the last step) ``_val_metrics_update`` of our reward's extra info. It runs up to 8 steps,
+from the step of the checkpoint ``resume_mode=auto`` finds (verl's ``find_latest_ckpt_path``), and saves
+checkpoints as verl does (every ``save_freq`` steps and the last, in ``FSDPCheckpointManager``'s layout,
 with the starting model's weights; older ones beyond ``max_actor_ckpt_to_keep`` deleted). ``STANDIN_STEP_S=S``
 makes each step take S seconds, as a real step takes minutes. With
 ``trainer.val_only`` it writes the generation dump with verl's own writer (``_write_generations``) and our
@@ -71,9 +72,10 @@ def main(argv: list[str]) -> int:
     data = Data(config)
     steps = min(STEPS, config.trainer.total_training_steps)
     step_seconds = float(os.environ.get("STANDIN_STEP_S", "0"))
+    start = resumed_step(config)
     if config.trainer.val_before_train:
-        tracking.log(data.validation(0), step=0)
-    for step in range(1, steps + 1):
+        tracking.log(data.validation(start), step=start)
+    for step in range(start + 1, steps + 1):
         time.sleep(step_seconds)  # a step of a real run takes minutes; the checkpoint keeper polls meanwhile
         metrics = data.training_step(step)
         if config.trainer.test_freq > 0 and (step == steps or step % config.trainer.test_freq == 0):
@@ -84,6 +86,21 @@ def main(argv: list[str]) -> int:
     tracking.finish()
     print("stand-in: done", flush=True)
     return 0
+
+
+def resumed_step(config) -> int:
+    """The step training continues from, as the trainer's ``_load_checkpoint`` finds it with verl's own
+    ``find_latest_ckpt_path``: the tracker file's step under ``default_local_dir`` (``resume_mode=auto``), else 0."""
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+    if config.trainer.resume_mode != "auto":
+        return 0
+    folder = find_latest_ckpt_path(str(config.trainer.default_local_dir))
+    if folder is None:
+        print("stand-in: training from scratch", flush=True)
+        return 0
+    print(f"stand-in: resuming from {folder}", flush=True)
+    return int(folder.split("global_step_")[-1])
 
 
 def save_checkpoint(config, step, torch):

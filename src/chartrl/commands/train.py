@@ -88,6 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir=Path(args.out),
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         base_model=str(args.model),
+        inputs={"train": Path(args.train), "val": Path(args.val)},
         extra_seed=args.extra_seed is not None,
     )
     policy = load_policy(args.model, train=True)

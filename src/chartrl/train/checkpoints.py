@@ -1,8 +1,9 @@
 """Checkpoints of the local trainer: ``{run_dir}/checkpoints/step_{N}/``, each complete or absent.
 
 A checkpoint holds the policy (a Hugging Face folder, or a PEFT adapter under LoRA, plus the processor), the
-optimizer state, ``trainer_state.json`` (step, config digest, MLflow run id, validation history) and the metrics
-written up to that step. Sampling is seeded per step, so a resumed run redoes the lost steps exactly.
+optimizer state, ``trainer_state.json`` (step, the job key of ``chartrl.train.resume``, MLflow run id, validation
+history) and the metrics written up to that step. Sampling is seeded per step, so a resumed run redoes the lost
+steps exactly.
 """
 
 from __future__ import annotations

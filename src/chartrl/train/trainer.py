@@ -23,7 +23,8 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import numpy as np
 from chartrl.config import MlflowSettings, PromptConfig, RolloutConfig, ToolsConfig, TrainConfig, TrainSeries
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
-from chartrl.files import write_atomically, write_json
+from chartrl.files import sole_writer, write_atomically, write_json
 from chartrl.model.batching import length_groups
 from chartrl.progress import Progress
 from chartrl.rollout.episodes import run_episodes
@@ -41,6 +42,7 @@ from chartrl.tracking import end_status
 from chartrl.train import checkpoints
 from chartrl.train.algorithms import get_algorithm, group_advantages, kl_loss, policy_loss, policy_loss_config
 from chartrl.train.batch import response_logprobs, update_batch
+from chartrl.train.resume import job_key, set_aside
 
 log = logging.getLogger(__name__)
 PROGRESS_KEY = "reward/overall"  # logged every step: how a resumed run finds what MLflow already holds
@@ -60,10 +62,12 @@ class TrainJob:
     prompts: PromptConfig
     tools: ToolsConfig
     spec: Mapping[str, Any]
-    """The resolved config this job runs (logged as params; its digest decides whether checkpoints resume)."""
+    """The resolved config this job runs (logged as params; part of the key that decides what it resumes from)."""
     run_dir: Path
     mlflow: MlflowSettings
     base_model: str
+    inputs: Mapping[str, Path] = field(default_factory=dict)
+    """The data files the job reads by name (``train``, ``val``): their content is part of its key."""
     keep_steps: tuple[int, ...] = ()
     """Checkpoint steps an eval series names: never pruned."""
     extra_seed: bool = False
@@ -75,10 +79,11 @@ class TrainJob:
 
         return train_run_name(self.series.id, self.train.seed if self.extra_seed else None)
 
-    @property
-    def digest(self) -> str:
-        text = json.dumps({"spec": self.spec, "base_model": self.base_model}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+    @cached_property
+    def key(self) -> str:
+        """What its checkpoints were computed from (``chartrl.train.resume``): the spec, the starting model's and
+        the data files' content, the reward's code. Only checkpoints of the same key are resumed."""
+        return job_key(self.spec, {"model": self.base_model, **self.inputs})
 
     @property
     def passes(self) -> int:
@@ -221,6 +226,12 @@ class Trainer:
     # ---------------------------------------------------------------------------------------------------------
 
     def fit(self) -> dict[str, Any]:
+        """Train to ``train.steps`` (resuming from this job's own checkpoints), the only writer of the run folder
+        while it runs: a rerun started while another process still writes there waits for it or fails."""
+        with sole_writer(self.job.run_dir, what=f"series {self.job.series.id}'s run"):
+            return self._fit()
+
+    def _fit(self) -> dict[str, Any]:
         job = self.job
         start, run = self._start_or_resume()
         progress = Progress(f"{job.series.id} train", job.train.steps - start, log, interval=0.0, unit="steps")
@@ -412,7 +423,7 @@ class Trainer:
         run.log_metrics(metrics, step=step)
 
     def _state(self, run) -> dict[str, Any]:
-        return {"config_digest": self.job.digest, "mlflow_run_id": run.run_id, "val_history": self.val_history}
+        return {"job_key": self.job.key, "mlflow_run_id": run.run_id, "val_history": self.val_history}
 
     def _checkpoint(self, step: int, run) -> None:
         checkpoints.save_checkpoint(
@@ -435,14 +446,20 @@ class Trainer:
         job.run_dir.mkdir(parents=True, exist_ok=True)
         found = checkpoints.checkpoint_dirs(job.run_dir)
         latest = max(found) if found else None
-        if latest is not None and checkpoints.load_state(found[latest])["config_digest"] == job.digest:
+        their_key = checkpoints.load_state(found[latest]).get("job_key") if latest is not None else None
+        if latest is not None and their_key == job.key:
             return self._resume(latest, found[latest])
-        if found:
-            log.warning("checkpoints in %s belong to another config; starting from scratch", job.run_dir)
-            import shutil
-
-            shutil.rmtree(job.run_dir / "checkpoints")
-        (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
+        aside = set_aside(job.run_dir, ("checkpoints", "metrics.partial.jsonl"), their_key)
+        if aside is not None:
+            log.warning(
+                "%s: the checkpoints in %s were trained from other inputs, settings or reward code (key %s, this job's "
+                "is %s): moved to %s, training from step 0",
+                job.series.id,
+                job.run_dir,
+                their_key,
+                job.key,
+                aside,
+            )
         tags = tracking.train_run_tags(job.series, backend="local", seed=job.train.seed)
         return 0, tracking.start_run(job.mlflow, job.run_name, tags, job.spec)
 
@@ -485,7 +502,7 @@ class Trainer:
             "backend": "local",
             "mlflow_run_id": run.run_id,
             "last_step": last,
-            "config_digest": job.digest,
+            "job_key": job.key,
             "base_model": job.base_model,
             "checkpoints": {
                 "last": str(found[last]),

@@ -12,7 +12,6 @@ verl's whole process group, and the job fails with verl's exit code.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,12 +20,14 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfig, TrainConfig, TrainSeries
 from chartrl.errors import ChartrlError, UsageError
-from chartrl.files import write_json
+from chartrl.files import sole_writer, write_json
+from chartrl.train.resume import job_key, set_aside
 from chartrl.verl_backend.hydra import override_key
 from chartrl.verl_backend.metrics import PROGRESS_KEY
 from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_overrides
@@ -80,10 +81,14 @@ class VerlTrainJob:
     def files(self) -> SeriesFiles:
         return SeriesFiles(self.run_dir.resolve())
 
-    @property
-    def digest(self) -> str:
-        text = json.dumps({"spec": self.spec, "overrides": list(self.overrides)}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+    @cached_property
+    def key(self) -> str:
+        """What its checkpoints were computed from (``chartrl.train.resume``): the spec and the overrides, the
+        content of the starting model (a local folder; a hub id by name) and of the splits, the reward's code.
+        verl's ``resume_mode=auto`` continues whatever checkpoints it finds, so only this key's are left for it."""
+        model = override_values(self.overrides).get("actor_rollout_ref.model.path", "")
+        spec = {"spec": self.spec, "overrides": list(self.overrides)}
+        return job_key(spec, {"model": model, "train": self.train_split, "val": self.val_split})
 
 
 def absolute_tracking_uri(uri: str) -> str:
@@ -136,19 +141,30 @@ def prepare(job: VerlTrainJob) -> dict[str, int]:
 
 
 def start_tracking(job: VerlTrainJob):
-    """The series' MLflow run: the one a previous attempt of this very config started (verl resumes from its
-    checkpoints), else a fresh one (older runs of the name are tagged superseded)."""
+    """The series' MLflow run: the one a previous attempt of this very job (same key) started, whose checkpoints
+    verl resumes from, else a fresh one (older runs of the name are tagged superseded); then the checkpoints of
+    another key, or of none recorded, are moved aside first, so that ``resume_mode=auto`` finds none of them."""
     from chartrl import tracking
 
     state_file = job.files.verl_dir / "job.json"
-    if state_file.is_file():
-        state = json.loads(state_file.read_text())
-        if state.get("config_digest") == job.digest:
-            log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
-            return tracking.resume_run(job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
+    state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    if state.get("job_key") == job.key:
+        log.info("resuming MLflow run %s of an earlier attempt", state["mlflow_run_id"])
+        return tracking.resume_run(job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
+    aside = set_aside(job.files.run_dir, (job.files.checkpoints.name,), state.get("job_key"))
+    if aside is not None:
+        log.warning(
+            "%s: the checkpoints in %s were trained from other inputs, settings or reward code (key %s, this job's is "
+            "%s): moved to %s, so verl trains from step 0",
+            job.series.id,
+            job.files.checkpoints,
+            state.get("job_key"),
+            job.key,
+            aside,
+        )
     tags = tracking.train_run_tags(job.series, backend="verl", seed=job.train.seed)
     run = tracking.start_run(job.mlflow, tracking.train_run_name(job.series.id), tags, job.spec)
-    write_json(state_file, {"config_digest": job.digest, "mlflow_run_id": run.run_id})
+    write_json(state_file, {"job_key": job.key, "mlflow_run_id": run.run_id})
     return run
 
 
@@ -222,7 +238,7 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
         "backend": "verl",
         "mlflow_run_id": run_id,
         "last_step": next(s for s, p in found.items() if p == last),
-        "config_digest": job.digest,
+        "job_key": job.key,
         "base_model": override_values(job.overrides).get("actor_rollout_ref.model.path"),
         "checkpoint_format": "verl_fsdp",
         "checkpoints": {
@@ -238,8 +254,13 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
 
 
 def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict[str, Any]:
-    """Prepare, track, run verl (``entry``: default :func:`verl_entry`) and summarise."""
-    entry = verl_entry() if entry is None else entry
+    """Prepare, track, run verl (``entry``: default :func:`verl_entry`) and summarise, as the run folder's only
+    writer (a rerun started while another process still writes there waits for it or fails)."""
+    with sole_writer(job.files.run_dir, what=f"series {job.series.id}'s run"):
+        return _run_train_job(job, verl_entry() if entry is None else entry)
+
+
+def _run_train_job(job: VerlTrainJob, entry: Sequence[str]) -> dict[str, Any]:
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
     counts = prepare(job)
     log.info("%s: verl data written (%d train, %d val questions)", job.series.id, counts["train"], counts["val"])
