@@ -14,11 +14,15 @@ interpreter, the installed packages' folder and the few chartrl modules the serv
 its socket's name, so a job with another environment gets another server.
 
 What the client does for the job: it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the job's process and exits
-with the job's status; when the client goes away (killed), the server sends the job SIGTERM, so it ends as a
-stopped job does. Where no server answers, the client starts one in the background and runs its own command in
-its own process, as it would without the server. A server exits when it has had no job for :data:`IDLE_S`
-seconds and the client that started it has ended: that client's own job counts as one of its jobs, so a server
-started beside a job longer than :data:`IDLE_S` (a training run's) is still there for the jobs that follow.
+with the job's status. A job never outlives its supervisors: when the client goes away (killed), the server sends
+the job SIGTERM; when the server dies, however it dies, the kernel sends the job SIGTERM (``PR_SET_PDEATHSIG``)
+and the client exits with status 1 once the job has ended, not before, so nothing the job writes comes after
+Snakemake has seen the job fail. Either way the job ends as a stopped job does.
+
+Where no server answers, the client starts one in the background and runs its own command in its own process, as
+it would without the server. A server exits when it has had no job for :data:`IDLE_S` seconds and the client that
+started it has ended: that client's own job counts as one of its jobs, so a server started beside a job longer
+than :data:`IDLE_S` (a training run's) is still there for the jobs that follow.
 
 Off: ``CHARTRL_FORKSERVER=off`` (or unset, outside the workflow). One difference to know: Snakemake's benchmark
 files measure the job's process tree, and a forked job is the server's child, not the client's: their ``s`` column
@@ -74,6 +78,10 @@ as it gets every variable of its client). All the Ray jobs of a local head other
 MAX_SOCKET_PATH = 107
 """The longest Unix socket path Linux takes (108 bytes with the terminating zero)."""
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (linux/prctl.h): the signal a process gets when its parent dies."""
+JOB_END_S = 30.0
+"""How long a client whose server died waits for its job to end on the SIGTERM it got, before killing it."""
 
 _serving = False
 """True in a server and in the jobs it forks: their ``chartrl`` runs its command itself."""
@@ -195,6 +203,7 @@ def _run_remote(client: socket.socket, argv: list[str]) -> int:
     if first is None:
         raise _NotServed
     pid = first["pid"]
+    started = _start_time(pid)
 
     def forward(signum, _frame):
         _signal(pid, signum)
@@ -202,14 +211,44 @@ def _run_remote(client: socket.socket, argv: list[str]) -> int:
     for signum in FORWARDED:
         signal.signal(signum, forward)
     last = _reply(replies)
-    if last is None:
-        print(f"chartrl: error: the forkserver ended while it ran this job (pid {pid})", file=sys.stderr)
+    if last is None:  # the server died: its job got SIGTERM as it did (``_die_with_parent``); end after the job
+        ended = _wait_ended(pid, started, JOB_END_S)
+        print(
+            f"chartrl: error: the forkserver ended while it ran this job (pid {pid}); the job "
+            + ("ended with it" if ended else f"did not end within {JOB_END_S:g} s of SIGTERM and was killed"),
+            file=sys.stderr,
+        )
         return 1
     if last.get("signal"):  # end as the job ended: killed by the same signal
         if last["signal"] not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(last["signal"], signal.SIG_DFL)
         os.kill(os.getpid(), last["signal"])
     return int(last["status"])
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/<pid>/stat``, field 22), which tells it from a
+    later process given the same pid; None when it has ended (or has been reaped)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])  # fields after the name: state is 3rd, starttime 22nd
+
+
+def _wait_ended(pid: int, started: int | None, seconds: float) -> bool:
+    """Wait until process ``pid`` (started at ``started``) has ended; past ``seconds``, kill it with SIGKILL.
+    True when it ended by itself. The client returns only after its job has ended, so that nothing the job writes
+    comes after the job's failure is reported (Snakemake reruns it at once, into the same folder)."""
+    deadline = time.monotonic() + seconds
+    while started is not None and _start_time(pid) == started:
+        if time.monotonic() >= deadline:
+            _signal(pid, signal.SIGKILL)
+            while _start_time(pid) == started:
+                time.sleep(0.01)
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _reply(replies) -> dict | None:
@@ -390,6 +429,7 @@ def _fork_job(conn: socket.socket, job: Callable[[list[str]], int], inherited: l
         conn.settimeout(None)
     sys.stdout.flush()
     sys.stderr.flush()
+    server_pid = os.getpid()
     pid = os.fork()
     if pid:
         print(f"job {pid} in {request['cwd']}: chartrl {' '.join(request['argv'][:1])}", flush=True)
@@ -400,6 +440,7 @@ def _fork_job(conn: socket.socket, job: Callable[[list[str]], int], inherited: l
         except OSError:
             _signal(pid, signal.SIGTERM)
         return pid
+    _die_with_parent(server_pid)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a process's own handlers, not the server's
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
@@ -407,6 +448,19 @@ def _fork_job(conn: socket.socket, job: Callable[[list[str]], int], inherited: l
         held.close()
     conn.close()
     _exit(_run_job(request, fds, job))
+
+
+def _die_with_parent(server_pid: int) -> None:
+    """In a forked job: receive SIGTERM when the server dies (Linux's ``PR_SET_PDEATHSIG``, kept across ``exec``),
+    so that a job never outlives the server that forked it, however the server ends (SIGKILL, the OOM killer, a
+    cgroup or a Slurm step torn down); it then ends as a stopped job does. A server already gone by now: end."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed: a job could outlive its server")
+    if os.getppid() != server_pid:  # the server died between the fork and the prctl
+        os._exit(128 + signal.SIGTERM)
 
 
 def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import raw_default_config
+from conftest import BIN, raw_default_config
 
 # A shaped reward whose length term varies with the response length, so the briefly warm-started policy's groups
 # are rarely degenerate and the steps really update.
@@ -176,6 +177,81 @@ def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
         assert [step for step, _ in sorted(history)] == [step for step, _ in sorted(expected)]
         assert [value for _, value in sorted(history)] == pytest.approx([value for _, value in sorted(expected)])
     assert client.get_run(run_id).info.status == "FINISHED"
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie may wait for a parent that never reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _forkserver(tmp_path: Path) -> tuple[dict[str, str], Path, int]:
+    """An environment with the forkserver on, its socket folder, and the pid of its server (started and ready)."""
+    from chartrl import forkserver
+
+    folder = tmp_path / "fs"
+    env = {**os.environ, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
+    reward = ["reward", "--name", "v1_rule", "--response", "<answer>1</answer>", "--truth", "1"]
+    subprocess.run([BIN / "chartrl", *reward], env=env, check=True, capture_output=True)  # starts the server
+    deadline = time.monotonic() + 180
+    while True:
+        ready = [m for log in folder.glob("*.log") for m in re.finditer(r"forkserver (\d+): .* ready", log.read_text())]
+        if ready:
+            return env, folder, int(ready[0].group(1))
+        assert time.monotonic() < deadline, "the forkserver never became ready"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("killed", ["server", "client"])
+def test_a_served_training_ends_with_its_server_or_its_client_and_the_rerun_resumes(
+    killed, uninterrupted, warm_model_dir, splits, tmp_path
+):
+    """A train job forked by the forkserver, as the workflow runs it, and SIGKILL to the server (the OOM killer, a
+    torn-down cgroup) or to the client (the process Snakemake waits on): the job ends within a second, it writes
+    nothing to its run folder after that (and, when the server died, nothing after the client reported the
+    failure), and the rerun resumes from its last checkpoint to the metrics of a run never interrupted."""
+    from conftest import stop_forkservers
+
+    env, folder, server = _forkserver(tmp_path)
+    out, db = tmp_path / "e6", tmp_path / "mlflow.db"
+    command = [str(BIN / "chartrl"), *_train_command(warm_model_dir, *splits, out, db)[3:]]
+    try:
+        client = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 300
+        while not (out / "checkpoints/step_2").exists() and client.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert client.poll() is None, "the run ended before it could be killed"
+        jobs = re.findall(r"job (\d+) in .*: chartrl train", "".join(p.read_text() for p in folder.glob("*.log")))
+        job = int(jobs[-1])
+        assert _running(job)
+        killed_at = time.monotonic()
+        os.kill(server if killed == "server" else client.pid, signal.SIGKILL)
+        stderr = client.communicate(timeout=120)[1]
+        if killed == "server":
+            assert client.returncode == 1 and "the forkserver ended while it ran this job" in stderr
+            assert not _running(job), "the client reported the failure while its job still ran"
+        while _running(job) and time.monotonic() - killed_at < 30:
+            time.sleep(0.01)
+        ended_s = time.monotonic() - killed_at
+        assert not _running(job)
+        assert ended_s < 1.0, f"the job ended {ended_s:.2f} s after its {killed} was killed"
+        written = _snapshot(out)
+        time.sleep(1.5)
+        assert _snapshot(out) == written, "the run folder changed after its job ended"
+    finally:
+        stop_forkservers(folder)
+
+    rerun = subprocess.run(command, capture_output=True, text=True)  # the workflow's rerun, here unserved
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "resuming e6 from checkpoint step_2" in rerun.stderr
+    assert _metrics(out / "metrics.jsonl") == _metrics(uninterrupted / "e6/metrics.jsonl")
 
 
 def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, splits, tmp_path):
