@@ -489,6 +489,8 @@ class VerlConfig(Section):
     log_prob_micro_batch_size_per_gpu: int
     tensor_model_parallel_size: int
     gpu_memory_utilization: float
+    gpu_memory_gb: float
+    """Memory of each GPU in GiB: the bound of the per-GPU memory estimate (chartrl.verl_backend.memory)."""
     rollout_engine: str
     max_prompt_length: int
     max_tool_response_length: int
