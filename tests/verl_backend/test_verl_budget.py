@@ -165,7 +165,7 @@ def test_a_plan_that_cannot_fit_is_refused_by_both_commands(command, case, tmp_p
     assert all(text in err for text in expected), err
 
 
-SHIPPED = [["gpu.yaml"], ["deepeyes.yaml"], ["geoqa_mc.yaml"], ["geoqa_r1v.yaml"]]
+SHIPPED = [["gpu.yaml"], ["gpu.yaml", "gpu_smoke.yaml"], ["deepeyes.yaml"], ["geoqa_mc.yaml"], ["geoqa_r1v.yaml"]]
 
 
 @pytest.mark.parametrize("overlays", SHIPPED, ids=["+".join(o) for o in SHIPPED])
