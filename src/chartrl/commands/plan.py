@@ -153,6 +153,11 @@ def notes(config: Config, jobs, assumptions) -> list[str]:
             "per evaluated checkpoint. verl prunes only what its own process saved: after a resume every earlier "
             "checkpoint stays (in brackets: every save kept)."
         )
+    if any(job.gpu_hours is None or job.judge_calls is None for job in jobs if job.shape is not None):
+        found.append(
+            "?: a test split's size is not known before the data stage (neither evaluate.limit, a subsample nor a "
+            "published size gives it); the totals leave those jobs out (+?)."
+        )
     calls = sum(job.judge_calls or 0 for job in jobs)
     if calls:
         judge = config.judge
