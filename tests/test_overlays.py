@@ -208,7 +208,7 @@ def test_every_file_under_config_is_valid_on_its_own_or_on_gpu_yaml():
     for path in sorted((REPO / "config").glob("*.yaml")):
         if path.name in ("config.yaml", "series.yaml"):
             continue
-        overlays = [GPU, path] if path.name == "rehearsal.yaml" else [path]
+        overlays = [GPU, path] if path.name in ("rehearsal.yaml", "gpu_smoke.yaml") else [path]
         recipe = REPO / "config" / path.name.replace("_cpu.yaml", ".yaml")
         if path.name.endswith("_cpu.yaml") and recipe.exists():  # a recipe's CPU variant, on its recipe and smoke
             overlays = [recipe, REPO / "config" / "smoke.yaml", path]

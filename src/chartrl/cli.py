@@ -18,8 +18,8 @@ from chartrl import forkserver
 from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
 COMMAND_GROUPS = (
-    "config", "data", "tools", "reward", "model", "rollout", "shortcut", "train", "evaluate", "rerank", "report",
-    "verl", "launch",
+    "config", "plan", "data", "tools", "reward", "model", "rollout", "shortcut", "train", "evaluate", "rerank",
+    "report", "verl", "launch",
 )  # fmt: skip
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 

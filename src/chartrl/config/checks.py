@@ -28,6 +28,7 @@ CHECK_MODULES = (
     "chartrl.launch",  # ray.address
     "chartrl.tools.registry",  # tools.names: the tools that exist
     "chartrl.verl_backend.checks",  # verl's batch arithmetic
+    "chartrl.verl_backend.budget",  # each verl job's memory per GPU
 )
 """The modules above ``config`` that register checks, imported by name before a config is checked."""
 

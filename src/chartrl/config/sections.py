@@ -489,6 +489,8 @@ class VerlConfig(Section):
     log_prob_micro_batch_size_per_gpu: int
     tensor_model_parallel_size: int
     gpu_memory_utilization: float
+    gpu_memory_gb: float
+    """Memory of each GPU in GiB: the bound of the per-GPU memory estimate (chartrl.verl_backend.memory)."""
     rollout_engine: str
     max_prompt_length: int
     max_tool_response_length: int
@@ -707,7 +709,8 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
 
 def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
     """The config with ``series`` narrowed to ``run_series`` (when set): a recipe overlay's way to run its own
-    series without the default's (overlays merge ``series:`` key by key, so none can be removed)."""
+    series without the default's (overlays merge ``series:`` key by key, so none can be removed). The published
+    numbers of the series it leaves out go with them; a number naming no series at all stays, to be refused."""
     only = resolved.get("run_series")
     if only is None:
         return dict(resolved)
@@ -717,7 +720,14 @@ def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
                 f"config key 'run_series[{i}]': value '{sid}' names no series; "
                 f"series are: {', '.join(resolved['series'])}"
             )
-    return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}}
+    left_out = set(resolved["series"]) - set(only)
+    reference = {
+        part: {sid: values for sid, values in entries.items() if sid not in left_out}
+        if part in ("validation", "test")
+        else entries
+        for part, entries in (resolved.get("reference_values") or {}).items()
+    }
+    return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}, "reference_values": reference}
 
 
 def typed_config(resolved: Mapping[str, Any]) -> Config:
