@@ -37,9 +37,14 @@ def package_sources(*parts):
     return [str(f) for f in files]
 
 
-def config_slice(*sections):
-    """The resolved config sections a job depends on, as JSON (its params: a change elsewhere does not rerun it)."""
-    return json.dumps({name: to_plain(CFG.resolved[name]) for name in sections}, sort_keys=True)
+def config_slice(*sections, **keys_of):
+    """The resolved config a job depends on, as JSON (its params: a change elsewhere does not rerun it): whole
+    `sections`, and of a section the job reads only some keys of, those keys (`warmstart=("eval_rows", "seed")`)."""
+    data = {name: to_plain(CFG.resolved[name]) for name in sections}
+    for name, keys in keys_of.items():
+        section = to_plain(CFG.resolved[name])
+        data[name] = {key: section[key] for key in keys}
+    return json.dumps(data, sort_keys=True)
 
 
 def verl_only(**entries):
