@@ -11,7 +11,7 @@ rule base_model:
     output:
         directory("results/models/tiny"),
     params:
-        spec=lambda wildcards: config_slice("model", "tools"),
+        spec=base_model_spec,
     log:
         "results/logs/model/base_model.log",
     benchmark:

@@ -11,6 +11,11 @@ WARMSTART_CHECK_KEYS = ("eval_rows", "seed")
 WARMSTART_TRAINING_KEYS = tuple(key for key in CFG.resolved["warmstart"] if key != "eval_rows")
 
 
+def base_model_spec(wildcards):
+    """The tiny model's settings and the tool names (the tokenizer learns them as words); no other tool key."""
+    return config_slice("model", tools=("names",))
+
+
 def warmstart_spec(wildcards):
     """What the warm start trains from: its settings (but the check's eval_rows), the prompts and tools its
     demonstrations are written with. Not the rollout settings: only the check samples."""
