@@ -39,7 +39,8 @@ def package_sources(*parts):
 
 def config_slice(*sections, **keys_of):
     """The resolved config a job depends on, as JSON (its params: a change elsewhere does not rerun it): whole
-    `sections`, and of a section the job reads only some keys of, those keys (`warmstart=("eval_rows", "seed")`)."""
+    `sections`, and of a section the job reads only some keys of, those keys (`warmstart=("eval_rows", "seed")`).
+    tests/test_reruns.py shows which rules a change to each config section reruns."""
     data = {name: to_plain(CFG.resolved[name]) for name in sections}
     for name, keys in keys_of.items():
         section = to_plain(CFG.resolved[name])
