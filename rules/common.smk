@@ -48,6 +48,29 @@ def config_slice(*sections, **keys_of):
     return json.dumps(data, sort_keys=True)
 
 
+# The evaluate keys each kind of evaluation job reads (rules/evaluate.smk, rules/filter.smk), read off the commands
+# (chartrl.commands.evaluate, .rerank, .shortcut, .verl): a change to another evaluate key does not rerun the job.
+# A job that runs a model reads threads, which also fixes its CPU numerics.
+EVALUATE_KEYS = {
+    "generate": ("n", "greedy", "limit", "seed", "gallery_size", "threads"),
+    "generate_verl": ("gallery_size",),  # n, greedy and limit reach verl in the job's overrides
+    "rerank": ("limit", "threads"),  # the series' rerank settings say the rest
+    "score": ("year_rule",),
+    "diagonal": ("bootstrap_samples", "confidence", "seed"),
+    "rerank_score": ("bootstrap_samples", "confidence", "seed", "greedy"),
+    "test_accuracy": ("limit", "seed", "year_rule", "threads"),
+    "test_curve": ("limit", "curve_rows", "seed", "year_rule", "threads"),
+    "shortcut_answers": ("threads",),  # the local backend's; the verl backend's reads none
+    "shortcut_filter": ("bootstrap_samples", "confidence", "seed"),
+}
+
+
+def evaluate_keys(kind):
+    """The evaluate section's keys a `kind` of job reads, as its spec holds them."""
+    section = to_plain(CFG.resolved["evaluate"])
+    return {key: section[key] for key in EVALUATE_KEYS[kind]}
+
+
 def verl_only(**entries):
     """Rule entries only a verl job has (its Hydra overrides, the GPUs it holds): these on the verl backend, none on
     the local one. A rule spreads them into its params or resources (`**verl_only(...)`)."""

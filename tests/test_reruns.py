@@ -38,6 +38,8 @@ CHANGES = {
     "run_series": "run_series: [e1, e4]",
     "judge": "judge: {max_tokens: 128}",
     "evaluate": "evaluate: {bootstrap_samples: 500}",
+    "evaluate.year_rule": "evaluate: {year_rule: strict}",
+    "evaluate.curve_rows": "evaluate: {curve_rows: 50}",
     "reference_values": "reference_values: {source: a paper}",
 }
 
@@ -72,8 +74,13 @@ RERUNS = {
     "extra_seeds": {"train_seed", "seed_test_accuracy", "report"},
     "series": {"train", "test_accuracy", "test_curve"} | EVALUATION - {"rerank", "rerank_score"} | {"report"},
     "run_series": {"report"},
-    "judge": {"train", "score", "matrix_score", "rerank_score", "report"},
-    "evaluate": {"shortcut_answers", "shortcut_filter"} | EVALUATION | TEST_ACCURACY | {"report"},
+    # the judge-reward series' training and the judge and panel scorers' jobs (a rule scorer's read none of it); the
+    # rule-reward series' training too, for now: chartrl train logs the judge section it is given
+    "judge": {"train", "score", "matrix_score", "report"},
+    # each kind of job holds the evaluate keys it reads (EVALUATE_KEYS, rules/common.smk)
+    "evaluate": {"diagonal", "rerank_score", "shortcut_filter", "report"},  # the bootstrap intervals
+    "evaluate.year_rule": {"score", "matrix_score"} | TEST_ACCURACY | {"report"},
+    "evaluate.curve_rows": {"test_curve", "report"},
     "reference_values": {"report"},
 }
 
