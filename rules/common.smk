@@ -50,7 +50,8 @@ def config_slice(*sections, **keys_of):
 
 # The evaluate keys each kind of evaluation job reads (rules/evaluate.smk, rules/filter.smk), read off the commands
 # (chartrl.commands.evaluate, .rerank, .shortcut, .verl): a change to another evaluate key does not rerun the job.
-# A job that runs a model reads threads, which also fixes its CPU numerics.
+# A job that runs a model reads threads, which also fixes its CPU numerics. A command that starts reading another
+# key needs it here: its spec would not hold it, and the job would run with the key's default.
 EVALUATE_KEYS = {
     "generate": ("n", "greedy", "limit", "seed", "gallery_size", "threads"),
     "generate_verl": ("gallery_size",),  # n, greedy and limit reach verl in the job's overrides
