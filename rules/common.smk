@@ -5,7 +5,7 @@
 import json
 from pathlib import Path
 
-from chartrl.config import ConfigError, parse_config, to_plain
+from chartrl.config import ConfigError, config_schema, parse_config, to_plain
 from chartrl.tools.study_checks import tool_data_problems
 
 REPO_ROOT = Path(workflow.basedir)
@@ -42,10 +42,16 @@ def config_slice(*sections, **keys_of):
     `sections`, and of a section the job reads only some keys of, those keys (`warmstart=("eval_rows", "seed")`).
     tests/test_reruns.py shows which rules a change to each config section reruns."""
     data = {name: to_plain(CFG.resolved[name]) for name in sections}
-    for name, keys in keys_of.items():
-        section = to_plain(CFG.resolved[name])
-        data[name] = {key: section[key] for key in keys}
+    data.update({name: section_keys(name, keys) for name, keys in keys_of.items()})
     return json.dumps(data, sort_keys=True)
+
+
+def section_keys(name, keys):
+    """`keys` of the resolved section `name`, with the keys the schema requires of it (evaluate.dataset): a job
+    validates the part of a section it is given, and a required key it lacks would fail it."""
+    required = config_schema()["properties"][name].get("required", [])
+    section = to_plain(CFG.resolved[name])
+    return {key: section[key] for key in (*required, *keys)}
 
 
 # The evaluate keys each kind of evaluation job reads (rules/evaluate.smk, rules/filter.smk), read off the commands
@@ -68,8 +74,7 @@ EVALUATE_KEYS = {
 
 def evaluate_keys(kind):
     """The evaluate section's keys a `kind` of job reads, as its spec holds them."""
-    section = to_plain(CFG.resolved["evaluate"])
-    return {key: section[key] for key in EVALUATE_KEYS[kind]}
+    return section_keys("evaluate", EVALUATE_KEYS[kind])
 
 
 def verl_only(**entries):

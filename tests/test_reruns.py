@@ -9,9 +9,11 @@ Some sections have a second row for a key that enters elsewhere (``section.key``
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
-from planned_jobs import planned_jobs
+from planned_jobs import REPO, planned_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -98,14 +100,25 @@ def test_every_config_section_has_a_row():
     assert set(CHANGES) == set(RERUNS)
 
 
-def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(tmp_path):
-    overlays = []
+# Configs whose jobs' specs are checked besides the default and its overlays: the verl backend's.
+OTHER_CONFIGS = {"gpu": ["config/gpu.yaml"]}
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    """Every planned job of the default config, of each overlay in CHANGES and of OTHER_CONFIGS, by name."""
+    folder = tmp_path_factory.mktemp("overlays")
+    configs = {"default": []}
     for name, text in CHANGES.items():
-        path = tmp_path / f"{name}.yaml"
+        path = folder / f"{name}.yaml"
         path.write_text(text + "\n")
-        overlays.append([path])
-    base, *changed = planned_jobs([[], *overlays], tmp_path / "work")
-    reruns = {name: _rerun_rules(base, plan) for name, plan in zip(CHANGES, changed, strict=True)}
+        configs[name] = [path]
+    configs.update({name: [REPO / f for f in files] for name, files in OTHER_CONFIGS.items()})
+    return dict(zip(configs, planned_jobs(list(configs.values()), folder / "work"), strict=True))
+
+
+def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(plans):
+    reruns = {name: _rerun_rules(plans["default"], plans[name]) for name in CHANGES}
     wrong = [
         f"{name}: reruns {sorted(rules)}; the table says {sorted(RERUNS[name])}"
         for name, rules in reruns.items()
@@ -113,3 +126,21 @@ def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(tmp_
     ]
     assert not wrong, "\n".join(wrong)
     assert yaml.safe_load(CHANGES["rollout"]) == {"rollout": {"max_new_tokens": 33}}  # the case the issue names
+
+
+@pytest.mark.parametrize("config", ["default", *OTHER_CONFIGS])
+def test_every_job_spec_holds_valid_config_sections(plans, config):
+    """A job validates the sections of its spec as it reads them (chartrl.commands.spec.read_job_spec): the part of
+    a section a rule gives must still hold the keys the schema requires."""
+    from chartrl.config import ConfigError, config_schema, validate_section
+
+    sections = set(config_schema()["properties"]) - {"series"}  # a spec's `series` is one series, not the section
+    problems = []
+    for job, trigger in plans[config].items():
+        spec = json.loads(trigger["params"].get("spec", "{}"))
+        for name in sections & set(spec):
+            try:
+                validate_section(name, spec[name])
+            except ConfigError as err:
+                problems.append(f"{job}: {err}")
+    assert not problems, "\n".join(problems)
