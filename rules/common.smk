@@ -5,7 +5,7 @@
 import json
 from pathlib import Path
 
-from chartrl.config import ConfigError, parse_config, to_plain
+from chartrl.config import ConfigError, config_schema, parse_config, to_plain
 from chartrl.tools.study_checks import tool_data_problems
 
 REPO_ROOT = Path(workflow.basedir)
@@ -37,9 +37,44 @@ def package_sources(*parts):
     return [str(f) for f in files]
 
 
-def config_slice(*sections):
-    """The resolved config sections a job depends on, as JSON (its params: a change elsewhere does not rerun it)."""
-    return json.dumps({name: to_plain(CFG.resolved[name]) for name in sections}, sort_keys=True)
+def config_slice(*sections, **keys_of):
+    """The resolved config a job depends on, as JSON (its params: a change elsewhere does not rerun it): whole
+    `sections`, and of a section the job reads only some keys of, those keys (`warmstart=("eval_rows", "seed")`).
+    tests/test_reruns.py shows which rules a change to each config section reruns."""
+    data = {name: to_plain(CFG.resolved[name]) for name in sections}
+    data.update({name: section_keys(name, keys) for name, keys in keys_of.items()})
+    return json.dumps(data, sort_keys=True)
+
+
+def section_keys(name, keys):
+    """`keys` of the resolved section `name`, with the keys the schema requires of it (evaluate.dataset): a job
+    validates the part of a section it is given, and a required key it lacks would fail it."""
+    required = config_schema()["properties"][name].get("required", [])
+    section = to_plain(CFG.resolved[name])
+    return {key: section[key] for key in (*required, *keys)}
+
+
+# The evaluate keys each kind of evaluation job reads (rules/evaluate.smk, rules/filter.smk), read off the commands
+# (chartrl.commands.evaluate, .rerank, .shortcut, .verl): a change to another evaluate key does not rerun the job.
+# A job that runs a model reads threads, which also fixes its CPU numerics. A command that starts reading another
+# key needs it here: its spec would not hold it, and the job would run with the key's default.
+EVALUATE_KEYS = {
+    "generate": ("n", "greedy", "limit", "seed", "gallery_size", "threads"),
+    "generate_verl": ("gallery_size",),  # n, greedy and limit reach verl in the job's overrides
+    "rerank": ("limit", "threads"),  # the series' rerank settings say the rest
+    "score": ("year_rule",),
+    "diagonal": ("bootstrap_samples", "confidence", "seed"),
+    "rerank_score": ("bootstrap_samples", "confidence", "seed", "greedy"),
+    "test_accuracy": ("limit", "seed", "year_rule", "threads"),
+    "test_curve": ("limit", "curve_rows", "seed", "year_rule", "threads"),
+    "shortcut_answers": ("threads",),  # the local backend's; the verl backend's reads none
+    "shortcut_filter": ("bootstrap_samples", "confidence", "seed"),
+}
+
+
+def evaluate_keys(kind):
+    """The evaluate section's keys a `kind` of job reads, as its spec holds them."""
+    return section_keys("evaluate", EVALUATE_KEYS[kind])
 
 
 def verl_only(**entries):

@@ -109,7 +109,7 @@ rule diagonal:
     output:
         "results/eval/{series}/diagonal.json",
     params:
-        spec=eval_job_spec("evaluate"),
+        spec=diagonal_job_spec,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -166,7 +166,7 @@ rule rerank_score:
     output:
         "results/eval/{series}/rerank_{scorer}.json",
     params:
-        spec=eval_job_spec("judge", "evaluate", with_rerank=True),
+        spec=rerank_score_job_spec,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:

@@ -43,7 +43,7 @@ rule shortcut_filter:
         train="results/filter/{dataset}/train.parquet",
         card="results/filter/{dataset}/card.json",
     params:
-        spec=lambda wildcards: filter_spec(wildcards.dataset, ("evaluate",)),
+        spec=lambda wildcards: filter_spec(wildcards.dataset, (), evaluate="shortcut_filter"),
         backend=CFG.backend,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,

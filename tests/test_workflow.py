@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chartrl.data.contract import check_box, check_row, read_split
+from chartrl.data.contract import check_box, check_row, read_split, write_split
 
 from conftest import REPO, reuse_outputs, snakemake
 from synth_answers import expected_answer
@@ -32,6 +32,7 @@ EVAL_JOBS = (
     | {("rerank", "series=e4"), ("rerank_score", "series=e4, scorer=rule")}  # best-of-N on e4 (config/series.yaml)
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
+    | {("warmstart_check", "")}  # the after-warm-start check of the warm-started model
     | {("test_curve", f"series={s}") for s in CURVE_SERIES}  # every kept checkpoint of what an eval series reads
     | {("report", "")}
 )
@@ -160,7 +161,8 @@ def test_the_smoke_jobs_ran_in_forks_of_a_preloaded_server(smoke_run):
     logs = Path(os.environ["CHARTRL_FORKSERVER_DIR"]).glob("*.log")
     served = [line for log in logs for line in log.read_text().splitlines() if f" in {smoke_run}: " in line]
     stages = {line.rsplit("chartrl ", 1)[1] for line in served}
-    assert {"data", "warmstart", "launch", "train", "test-accuracy", "score", "diagonal", "report"} <= stages
+    assert {"data", "warmstart", "warmstart-check", "launch", "train", "test-accuracy", "score", "diagonal"} <= stages
+    assert "report" in stages
     jobs = len(list((smoke_run / "results/benchmarks").rglob("*.tsv")))
     assert len([line for line in served if not line.endswith("chartrl launch")]) >= jobs - 3
 
@@ -176,7 +178,7 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     assert cards["chartqa_sample"]["splits"]["test"]["rows"] == 124
     assert cards["chartqa_sample"]["splits"]["test"]["bbox_coverage"]["bar_charts_with_boxes"] == 30
     assert (smoke_run / "results/data/synthchart/samples.png").stat().st_size > 10_000
-    check = json.loads((smoke_run / "results/models/base/warmstart.json").read_text())
+    check = json.loads((smoke_run / "results/models/warmstart_check.json").read_text())
     assert check["rows"] == 6 and set(check) >= {
         f"{decoding}/{prompt}{control}"
         for decoding in ("sampled", "greedy")
@@ -197,7 +199,8 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     evaluation |= {f"{s}/test_curve" for s in CURVE_SERIES}  # the test curve of every series an eval series reads
     # per-type test accuracy of every train series and of the warm-started start, tools on and off
     evaluation |= {f"{s}/test" for s in TRAIN_SERIES} | {f"warmstart/test/tools_{m}" for m in ("on", "off")}
-    expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart"} | {f"{s}/train" for s in TRAIN_SERIES}
+    expected = {"synthchart/data", "chartqa_sample/data", "base/warmstart", "base/warmstart_check"}
+    expected |= {f"{s}/train" for s in TRAIN_SERIES}
     assert set(runs) == expected | evaluation
     e10 = runs["e10/train"].data
     assert e10.tags["algorithm"] == "drgrpo" and e10.tags["reward"] == "v3_gra" and e10.tags["tools"] == "true"
@@ -216,12 +219,12 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     # of the smoke config counts verdicts; an OpenAI-compatible one also counts its requests)
     e2 = [json.loads(line) for line in (smoke_run / "results/runs/e2/metrics.jsonl").read_text().splitlines()]
     assert sum(metrics.get("judge/verdicts", 0) for metrics in e2) >= 1
-    warm = runs["base/warmstart"]
-    assert (
-        warm.data.params["warmstart.steps"] == "80"
-        and "after_warmstart/sampled/with_tools/answer_rate" in warm.data.metrics
-    )
+    warm, check = runs["base/warmstart"], runs["base/warmstart_check"]
+    assert warm.data.params["warmstart.steps"] == "80" and "rollout.max_new_tokens" not in warm.data.params
     assert len(client.get_metric_history(warm.info.run_id, "warmstart/loss")) == 80
+    # the check: its own run, nested under the warm start's, with the rollout settings it sampled with
+    assert check.data.tags["mlflow.parentRunId"] == warm.info.run_id and check.data.params["rollout.max_new_tokens"]
+    assert "after_warmstart/sampled/with_tools/answer_rate" in check.data.metrics
     run = runs["synthchart/data"]
     assert run.data.tags["stage"] == "data" and run.data.params["options.splits.train"] == "24"
     assert run.data.metrics["train/rows"] == 48
@@ -308,6 +311,16 @@ def test_a_change_to_one_dataset_reruns_only_its_jobs(smoke_run, tmp_path):
         ("report", ""),
         ("all", ""),
     }
+
+
+def test_a_newer_val_split_reruns_the_check_and_not_the_warm_start(smoke_run, tmp_path):
+    """The warm start reads the val split only to refuse one too small for its check (an ancient input,
+    rules/model.smk): a val split rewritten after the model reruns the check, not minutes of warm-start training."""
+    reuse_outputs(smoke_run, tmp_path, ("data", "models", "logs/data", "logs/model"))
+    val = tmp_path / "results/data/synthchart/val.parquet"
+    write_split(read_split(val)[::-1], val)  # new bytes: Snakemake compares a small file's checksum, not only its time
+    dry = snakemake(tmp_path, "-n", f"--configfile={SMOKE}", "results/models/warmstart_check.json")
+    assert _planned_jobs(dry.stdout) == {("warmstart_check", "")}
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 # The evaluation stage's helpers (rules/evaluate.smk): which series generates the generations others score, the
 # diagonal pairs, a job's spec, launch prefix and command, the targets.
 from chartrl.evaluate.matrix import RECIPE_SCORERS, extra_matrix_files, matrix_scorers
+from chartrl.evaluate.score import SCORER_JUDGES
 
 EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
 
@@ -50,9 +51,16 @@ def eval_data(wildcards):
     return f"results/data/{series.dataset}/{series.split}.parquet"
 
 
-def eval_job_spec(*sections, with_rerank=False):
-    """What an evaluation job depends on: the eval series, the train series it reads (`of`) and `sections`. The
-    series' `rerank` settings only where `with_rerank` (the rerank jobs): changing them reruns nothing else."""
+def judges(scorer):
+    """Whether `scorer` asks a judge (judge, panel): a rule scorer reads nothing of the judge section."""
+    return SCORER_JUDGES[scorer] in ("judge", "panel")
+
+
+def eval_job_spec(*sections, evaluate=None, with_rerank=False, with_judge=False):
+    """What an evaluation job depends on: the eval series, the train series it reads (`of`), `sections`, the
+    evaluate keys of the `evaluate` kind of job, and the judge section where `with_judge` and the job's scorer
+    judges. The series' `rerank` settings only where `with_rerank` (the rerank jobs): changing them reruns nothing
+    else."""
 
     def spec(wildcards):
         series = CFG.series[wildcards.series]
@@ -64,6 +72,10 @@ def eval_job_spec(*sections, with_rerank=False):
             "of": {"id": series.of, **to_plain(CFG.resolved["series"][series.of])},
         }
         data.update({name: to_plain(CFG.resolved[name]) for name in sections})
+        if evaluate is not None:
+            data["evaluate"] = evaluate_keys(evaluate)
+        if with_judge and judges(wildcards.scorer):
+            data["judge"] = to_plain(CFG.resolved["judge"])
         return json.dumps(data, sort_keys=True)
 
     return spec
@@ -89,7 +101,7 @@ def rerank_targets():
     return [f"results/eval/{sid}/rerank_{scorer}.json" for sid in RERANK_SERIES for scorer in CFG.series[sid].scorers]
 
 
-rerank_job_spec = eval_job_spec("evaluate", "rollout", "prompts", "tools", with_rerank=True)
+rerank_job_spec = eval_job_spec("rollout", "prompts", "tools", evaluate="rerank", with_rerank=True)
 
 
 def rerank_launch(wildcards):
@@ -104,8 +116,13 @@ def verl_generate_overrides(wildcards):
     return shlex.join(eval_overrides(CFG, wildcards.series, os.getcwd()))
 
 
-score_job_spec = eval_job_spec("judge", "evaluate")  # the score and matrix_score rules (the judge, the year rule)
-generate_job_spec = eval_job_spec("evaluate", "rollout", "prompts", "tools", *(("model", "verl") if VERL else ()))
+score_job_spec = eval_job_spec(evaluate="score", with_judge=True)  # the score and matrix_score rules
+diagonal_job_spec = eval_job_spec(evaluate="diagonal")
+rerank_score_job_spec = eval_job_spec(evaluate="rerank_score", with_rerank=True, with_judge=True)
+if VERL:
+    generate_job_spec = eval_job_spec("rollout", "prompts", "tools", "model", "verl", evaluate="generate_verl")
+else:
+    generate_job_spec = eval_job_spec("rollout", "prompts", "tools", evaluate="generate")
 
 
 def generate_launch(wildcards):
@@ -133,10 +150,12 @@ def generate_shell():
 TEST_DATA = f"results/data/{CFG.resolved['evaluate']['dataset']}/{CFG.resolved['evaluate']['split']}.parquet"
 
 
-def test_accuracy_spec(series_id):
-    sections = {name: to_plain(CFG.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
+def test_accuracy_spec(series_id, kind="test_accuracy"):
+    """A test-accuracy job's spec (of a train series, or of "warmstart"): the series, the rollout, prompts and tools,
+    and the evaluate keys of `kind` (test_accuracy, test_curve)."""
+    sections = {name: to_plain(CFG.resolved[name]) for name in ("rollout", "prompts", "tools")}
     series = {"id": series_id, **to_plain(CFG.resolved["series"].get(series_id, {}))}
-    return json.dumps({"series": series, **sections}, sort_keys=True)
+    return json.dumps({"series": series, **sections, "evaluate": evaluate_keys(kind)}, sort_keys=True)
 
 
 # The study's per-question-type test accuracy, its controls and the test curve grade answers by relaxed accuracy of
@@ -176,7 +195,7 @@ CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend 
 def test_curve_spec(series_id):
     """The test_accuracy spec of the train series, with the checkpoint each eval series of it names."""
     chosen = {s.id: s.checkpoint for s in CFG.eval_series if s.of == series_id}
-    return json.dumps({**json.loads(test_accuracy_spec(series_id)), "chosen": chosen}, sort_keys=True)
+    return json.dumps({**json.loads(test_accuracy_spec(series_id, "test_curve")), "chosen": chosen}, sort_keys=True)
 
 
 def test_curve_start(wildcards):

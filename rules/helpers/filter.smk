@@ -7,13 +7,18 @@ if VERL:
 FILTER_DATASETS = CFG.filtered_datasets
 
 
-ANSWER_SECTIONS = ("rollout", "prompts", "tools", "evaluate") + (("model", "verl") if VERL else ())
+ANSWER_SECTIONS = ("rollout", "prompts", "tools") + (("model", "verl") if VERL else ())
+ANSWER_EVALUATE = None if VERL else "shortcut_answers"  # verl's answers job reads no evaluate key
 
 
-def filter_spec(dataset, sections=ANSWER_SECTIONS):
-    """A filter job's spec: the dataset's filter settings (with its name as id) and the sections it reads."""
+def filter_spec(dataset, sections=ANSWER_SECTIONS, evaluate=ANSWER_EVALUATE):
+    """A filter job's spec: the dataset's filter settings (with its name as id), the sections it reads and the
+    evaluate keys of its kind (EVALUATE_KEYS, rules/common.smk)."""
     settings = {"id": dataset, **to_plain(CFG.resolved["datasets"][dataset]["shortcut_filter"])}
-    return json.dumps({"filter": settings, **{s: to_plain(CFG.resolved[s]) for s in sections}}, sort_keys=True)
+    data = {"filter": settings, **{s: to_plain(CFG.resolved[s]) for s in sections}}
+    if evaluate is not None:
+        data["evaluate"] = evaluate_keys(evaluate)
+    return json.dumps(data, sort_keys=True)
 
 
 def filter_model(wildcards):

@@ -23,6 +23,8 @@ def train_job_spec(wildcards):
     """What one train job depends on: its series (with its id) and the sections training reads (the verl backend
     also reads model: and verl:); an extra seed's run has its seed as train.seed."""
     series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
+    # judge: only a series whose reward judges reads it, but every series' spec holds it, because chartrl train logs
+    # the sections it is given with defaults filled in (a rule series would log the schema's default judge)
     names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if VERL else ())
     sections = {name: to_plain(CFG.resolved[name]) for name in names}
     sections["train"] = CFG.train_section(wildcards.series)  # with the series' own train keys (a LoRA variant)

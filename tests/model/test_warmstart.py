@@ -298,7 +298,7 @@ def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny
     from chartrl import tracking
     from chartrl.cli import main
     from chartrl.commands.model import checkpoint_folder, resume_key
-    from chartrl.config import PromptConfig, WarmstartConfig, to_plain, tools_config
+    from chartrl.config import PromptConfig, WarmstartConfig, to_plain, tools_config, validate_section
     from chartrl.data.contract import write_split
     from chartrl.errors import Stopped
     from chartrl.model.policy import load_policy
@@ -306,19 +306,18 @@ def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny
 
     write_split(mini_rows, tmp_path / "train.parquet")
     write_split(mini_rows[:2], tmp_path / "val.parquet")
-    sections = {n: to_plain(default_config.resolved[n]) for n in ("warmstart", "prompts", "tools", "rollout")}
+    sections = {n: to_plain(default_config.resolved[n]) for n in ("warmstart", "prompts", "tools")}
     sections["warmstart"] |= {"steps": 6, "batch_size": 4, "micro_batch_size": 2, "warmup_steps": 2,
-                              "perception_steps": 2, "text_steps": 3, "eval_rows": 2, "threads": 2}  # fmt: skip
-    sections["rollout"]["max_new_tokens"] = 8
+                              "perception_steps": 2, "text_steps": 3, "threads": 2}  # fmt: skip
+    del sections["warmstart"]["eval_rows"]  # the check's (rules/helpers/model.smk)
     spec = json.dumps(sections)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     out = tmp_path / "base"
 
     def warmstart(val="val.parquet"):
         return main(["warmstart", "--model", str(tiny_model_dir), "--train", str(tmp_path / "train.parquet"),
-                     "--val", str(tmp_path / val), "--out", str(out), "--gallery", str(tmp_path / "gallery.png"),
-                     "--spec", spec, "--tracking-uri", uri, "--experiment", "resume",
-                     "--checkpoint-every", "2"])  # fmt: skip
+                     "--val", str(tmp_path / val), "--out", str(out), "--spec", spec, "--tracking-uri", uri,
+                     "--experiment", "resume", "--checkpoint-every", "2"])  # fmt: skip
 
     # a check it cannot run (one validation row: no shuffled-image control) is refused before the warm start
     write_split(mini_rows[:1], tmp_path / "one.parquet")
@@ -351,7 +350,8 @@ def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny
 
     # the same warm start never stopped (the command's threads are set: the same computation)
     policy = load_policy(tiny_model_dir, train=True)
-    cfg, tools = WarmstartConfig(**sections["warmstart"]), tools_config(sections["tools"])
+    cfg = WarmstartConfig(**validate_section("warmstart", sections["warmstart"]))  # as the command reads its spec
+    tools = tools_config(sections["tools"])
     history = train_warmstart(policy, mini_rows, cfg, PromptConfig(**sections["prompts"]), tools)
     policy.model.save_pretrained(tmp_path / "whole")
     whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(out / "model.safetensors")
@@ -363,3 +363,45 @@ def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny
     written = [json.loads(line) for line in (out / "warmstart_metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in written] == list(range(6))
     assert json.dumps(untimed(written)) == json.dumps(untimed(history))  # NaN included
+
+
+def test_the_check_is_a_job_of_its_own_on_the_saved_model(tiny_model_dir, mini_rows, default_config, tmp_path):
+    """``chartrl warmstart`` trains from its settings without the rollout section, and its MLflow run holds only
+    those; ``chartrl warmstart-check`` then rolls the saved model out with the rollout settings, writes the check
+    and its gallery, and logs the run ``base/warmstart_check`` (its settings as params) nested under the warm
+    start's run."""
+    from chartrl import tracking
+    from chartrl.cli import main
+    from chartrl.config import to_plain
+    from chartrl.data.contract import write_split
+
+    write_split(mini_rows, tmp_path / "train.parquet")
+    write_split(mini_rows[:3], tmp_path / "val.parquet")
+    warmstart = to_plain(default_config.resolved["warmstart"]) | {"steps": 2, "batch_size": 4, "warmup_steps": 1,
+                                                                  "perception_steps": 0, "text_steps": 0}  # fmt: skip
+    shared = {name: to_plain(default_config.resolved[name]) for name in ("prompts", "tools")}
+    training = {"warmstart": {k: v for k, v in warmstart.items() if k != "eval_rows"}, **shared}
+    check = {"warmstart": {"eval_rows": 2, "seed": warmstart["seed"]}, **shared}
+    check["rollout"] = to_plain(default_config.resolved["rollout"]) | {"max_new_tokens": 8}
+    uri, out = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "base"
+    mlflow = ["--tracking-uri", uri, "--experiment", "check"]
+    assert main(["warmstart", "--model", str(tiny_model_dir), "--train", str(tmp_path / "train.parquet"),
+                 "--val", str(tmp_path / "val.parquet"), "--out", str(out), "--spec", json.dumps(training),
+                 *mlflow]) == 0  # fmt: skip
+    assert main(["warmstart-check", "--model", str(out), "--val", str(tmp_path / "val.parquet"),
+                 "--out", str(tmp_path / "check.json"), "--gallery", str(tmp_path / "gallery.png"),
+                 "--spec", json.dumps(check), *mlflow]) == 0  # fmt: skip
+
+    result = json.loads((tmp_path / "check.json").read_text())
+    assert result["rows"] == 2 and {"sampled/with_tools", "greedy/no_tool_shuffled_images"} <= set(result)
+    assert (tmp_path / "gallery.png").stat().st_size > 1000
+    client = tracking._client(tracking.MlflowSettings(tracking_uri=uri, experiment="check"))
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("check").experiment_id])}
+    warm, checked = runs["base/warmstart"], runs["base/warmstart_check"]
+    assert checked.data.tags["mlflow.parentRunId"] == warm.info.run_id
+    assert checked.info.status == "FINISHED" and "after_warmstart/greedy/with_tools/accuracy" in checked.data.metrics
+    # each run's params are the settings its job was given, not defaults for the keys it does not read
+    assert checked.data.params["rollout.max_new_tokens"] == "8" and checked.data.params["warmstart.eval_rows"] == "2"
+    assert "warmstart.steps" not in checked.data.params
+    assert warm.data.params["warmstart.steps"] == "2" and "warmstart.eval_rows" not in warm.data.params
+    assert not any(key.startswith("rollout.") for key in warm.data.params)

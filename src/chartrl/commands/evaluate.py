@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands.spec import read_job_spec
+from chartrl.commands.spec import given_spec, read_job_spec
 from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
 
@@ -53,7 +53,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     policy = load_policy(checkpoint)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     with tracking.stage_run(
-        settings, f"{series['id']}/generate", _tags(series, "generate", _parent(args.run)), spec
+        settings, f"{series['id']}/generate", _tags(series, "generate", _parent(args.run)), given_spec(args.spec, spec)
     ) as run:
         summary = generate(
             policy,
@@ -118,7 +118,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     series = spec["series"]
     name = tracking.test_run_name(series["id"], args.extra_seed, args.tools)
     tags = tracking.test_run_tags(series, with_tools, _parent(args.run), args.extra_seed)
-    with tracking.stage_run(settings, name, tags, spec) as run:
+    with tracking.stage_run(settings, name, tags, given_spec(args.spec, spec)) as run:
         run.log_metrics(test_accuracy_metrics(result))
         run.log_artifact(args.out)
     return 0
@@ -183,7 +183,7 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
     write_json(args.out, {"series": series["id"], "with_tools": with_tools, **curve})
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = {**tracking.test_run_tags(series, with_tools, _parent(args.run), None), "stage": "test_curve"}
-    with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, spec) as run:
+    with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, given_spec(args.spec, spec)) as run:
         for point in curve["points"]:
             run.log_metrics({"test_curve/accuracy": point["accuracy"], "test_curve/n": point["n"]}, step=point["step"])
         run.log_artifact(args.out)
@@ -240,7 +240,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     if judge is not None:
         tags["judge"] = judge.describe().get("kind", judge.name)
     stage = "matrix" if args.matrix and args.scorer not in series.get("scorers", []) else "score"
-    with tracking.stage_run(settings, f"{series['id']}/{stage}/{args.scorer}", tags, spec) as run:
+    params = given_spec(args.spec, spec)
+    if judge is None:  # a scorer that asks no judge reads none of its settings (the rule's spec leaves them out)
+        params.pop("judge")
+    with tracking.stage_run(settings, f"{series['id']}/{stage}/{args.scorer}", tags, params) as run:
         metrics = {f"test/{k}": v for k, v in aggregate.items() if isinstance(v, int | float) and v is not None}
         for subset, values in aggregate["by_subset"].items():
             if values["accuracy"] is not None:
@@ -273,9 +276,8 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     result["scores"] = [args.first, args.second]
     write_json(args.out, result)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    with tracking.stage_run(
-        settings, f"{spec['series']['id']}/diagonal", _tags(spec["series"], "diagonal", _parent(args.run)), spec
-    ) as run:
+    tags = _tags(spec["series"], "diagonal", _parent(args.run))
+    with tracking.stage_run(settings, f"{spec['series']['id']}/diagonal", tags, given_spec(args.spec, spec)) as run:
         run.log_metrics(
             {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
         )

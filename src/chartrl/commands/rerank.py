@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.commands.evaluate import _parent, _spec, _tags
+from chartrl.commands.spec import given_spec
 from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RerankConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
 
@@ -42,9 +43,8 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     torch.set_num_threads(evaluate.threads)
     checkpoint = resolve_checkpoint(Path(args.run), series.get("checkpoint", "last"))
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    with tracking.stage_run(
-        settings, f"{series['id']}/rerank", _tags(series, "rerank", _parent(args.run)), spec
-    ) as run:
+    tags = _tags(series, "rerank", _parent(args.run))
+    with tracking.stage_run(settings, f"{series['id']}/rerank", tags, given_spec(args.spec, spec)) as run:
         summary = sample_responses(
             load_policy(checkpoint),
             read_split(args.data),
@@ -130,7 +130,10 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
     write_json(args.out, result)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = {**_tags(series, "rerank_score", _parent(args.run)), "scorer": args.scorer}
-    with tracking.stage_run(settings, f"{series['id']}/rerank/{args.scorer}", tags, spec) as run:
+    params = given_spec(args.spec, spec)
+    if judge is None:  # the rule scorer reads none of the judge's settings (the rule's spec leaves them out)
+        params.pop("judge")
+    with tracking.stage_run(settings, f"{series['id']}/rerank/{args.scorer}", tags, params) as run:
         run.log_metrics(rerank_metrics(result))
         if judge is not None:
             log_judge_usage(run, judge)

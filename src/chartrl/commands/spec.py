@@ -51,3 +51,19 @@ def keep_steps_of(spec: dict[str, Any]) -> dict[str, list[int]]:
     if not all(isinstance(step, int) and step > 0 for step in steps):
         raise UsageError(f"--spec keep_steps must be positive step numbers, not {steps!r}")
     return {"keep_steps": sorted(steps)} if steps else {}
+
+
+def given_spec(text: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    """What a job depends on, for its MLflow params and resume keys: its checked spec, each section the rule gave
+    with only the keys it gave. A rule gives a job only the keys of a section its output depends on (rules/common.smk,
+    ``config_slice``); the defaults :func:`read_job_spec` fills in for the others are settings the job does not
+    read, and logged they would pass for the study's. A section the spec leaves out entirely (a job run by hand)
+    stays, with the defaults it ran with."""
+    given = json.loads(text) if text else {}
+    return {name: _given_keys(value, given.get(name)) for name, value in spec.items()}
+
+
+def _given_keys(value: Any, given: Any) -> Any:
+    if isinstance(value, dict) and isinstance(given, dict):
+        return {key: item for key, item in value.items() if key in given}
+    return value

@@ -356,7 +356,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "test": test,
         "test_accuracy": test_accuracy(results, config),
         "diagonal": diagonals,
-        "warmstart": _read_json(results / "models" / "base" / "warmstart.json"),
+        "warmstart": _read_json(results / "models" / "warmstart_check.json"),
         "data": {
             name: {split: {"rows": info["rows"], "charts": info["charts"]} for split, info in card["splits"].items()}
             for name, card in cards.items()

@@ -168,7 +168,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
     reason = (
         f"warm start: none in this run (the policy starts from model.path {config.model.path})"
         if config.model.path is not None
-        else "warm start: results/models/base/warmstart.json is missing"
+        else "warm start: results/models/warmstart_check.json is missing"
     )
     out.append(_panel(metrics, "warmstart", "Starting point: after the warm start", [["warmstart"]], reason))
     effect = [["rl_effect", "series", s.id, "per_seed"] for s in config.train_series]

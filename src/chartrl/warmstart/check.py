@@ -1,5 +1,7 @@
 """The after-warm-start check: greedy rollouts on validation rows, with and without tools, each next to its
-shuffled-image control."""
+shuffled-image control. A job of its own (``chartrl warmstart-check``, rule ``warmstart_check``) on the saved
+warm-started model: the rollout settings it samples with are not the warm start's, so changing them reruns the
+check and not the training."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from chartrl.config import PromptConfig, RolloutConfig, ToolsConfig, WarmstartConfig
+from chartrl.config import PromptConfig, RolloutConfig, ToolsConfig
 from chartrl.data.contract import Row
 from chartrl.rollout.checks import masked_rows, shuffled_rows
 from chartrl.rollout.episodes import run_episodes
@@ -20,7 +22,8 @@ log = logging.getLogger(__name__)
 def check_after_warmstart(
     policy,
     rows: Sequence[Row],
-    cfg: WarmstartConfig,
+    *,
+    seed: int,
     prompt_config: PromptConfig,
     tools: ToolsConfig,
     rollout: RolloutConfig,
@@ -29,10 +32,11 @@ def check_after_warmstart(
     ``sampled`` at the rollout temperature (what RL starts from: how often it calls tools, how well) and
     ``greedy`` (the accuracy a deterministic reader gets); each next to its shuffled-image control. Last,
     ``greedy/masked_chart``: the no-tool prompt on the chart as a mask keeping the asked labels shows it, i.e.
-    what the model reads once a tool call has chosen well."""
+    what the model reads once a tool call has chosen well. ``seed`` seeds the sampling and the shuffled-image
+    control's permutation."""
     import torch
 
-    rows = list(rows[: cfg.eval_rows])
+    rows = list(rows)
     report: dict[str, Any] = {"rows": len(rows)}
     shown: list[Any] = []
     decodings = {
@@ -47,8 +51,8 @@ def check_after_warmstart(
     for decoding, params in decodings.items():
         for with_tools in (True, False):
             name = f"{decoding}/{'with_tools' if with_tools else 'no_tool'}"
-            for control, subset in (("", rows), ("_shuffled_images", shuffled_rows(rows, cfg.seed))):
-                torch.manual_seed(cfg.seed)
+            for control, subset in (("", rows), ("_shuffled_images", shuffled_rows(rows, seed))):
+                torch.manual_seed(seed)
                 episodes = run_episodes(
                     policy,
                     subset,
@@ -65,8 +69,8 @@ def check_after_warmstart(
                 if with_tools and decoding == "sampled" and not control:
                     shown = episodes
     masked = masked_rows(rows)
-    for control, subset in (("", masked), ("_shuffled_images", shuffled_rows(masked, cfg.seed))):
-        torch.manual_seed(cfg.seed)
+    for control, subset in (("", masked), ("_shuffled_images", shuffled_rows(masked, seed))):
+        torch.manual_seed(seed)
         episodes = run_episodes(
             policy,
             subset,
