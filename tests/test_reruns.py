@@ -76,8 +76,8 @@ RERUNS = {
     "extra_seeds": {"train_seed", "seed_test_accuracy", "report"},
     "series": {"train", "test_accuracy", "test_curve"} | EVALUATION - {"rerank", "rerank_score"} | {"report"},
     "run_series": {"report"},
-    # the judge-reward series' training and the judge and panel scorers' jobs (a rule scorer's read none of it); the
-    # rule-reward series' training too, for now: chartrl train logs the judge section it is given
+    # the judge-reward series' training (e2, e12: the test below) and the judge and panel scorers' jobs (a rule
+    # scorer's read none of it)
     "judge": {"train", "score", "matrix_score", "report"},
     # each kind of job holds the evaluate keys it reads (EVALUATE_KEYS, rules/common.smk)
     "evaluate": {"diagonal", "rerank_score", "shortcut_filter", "report"},  # the bootstrap intervals
@@ -126,6 +126,12 @@ def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(plan
     ]
     assert not wrong, "\n".join(wrong)
     assert yaml.safe_load(CHANGES["rollout"]) == {"rollout": {"max_new_tokens": 33}}  # the case the issue names
+
+
+def test_a_judge_change_reruns_the_training_of_the_series_whose_reward_judges_and_no_other(plans):
+    trains = {job for job, trigger in plans["judge"].items() if job.startswith("train|")}
+    rerun = {job.split("series=")[1] for job in trains if plans["default"].get(job) != plans["judge"][job]}
+    assert rerun == {"e2", "e12"}  # v1_judge, and v3_gra with panel accuracy; the rule-reward series keep theirs
 
 
 @pytest.mark.parametrize("config", ["default", *OTHER_CONFIGS])

@@ -6,6 +6,13 @@ if VERL:
 TRAIN_SERIES = [s.id for s in CFG.train_series]
 
 
+def reward_judges(reward):
+    """Does the reward grade answers with the judge (or the panel)? Only then does its training read judge:."""
+    from chartrl.rewards.registry import accuracy_signal
+
+    return accuracy_signal(reward.name, reward.params) in ("judge", "panel")
+
+
 def series_split(series, split):
     """The split a train series reads: its dataset's, or the shortcut-filtered train split when it opts in."""
     if split == "train":
@@ -23,9 +30,8 @@ def train_job_spec(wildcards):
     """What one train job depends on: its series (with its id) and the sections training reads (the verl backend
     also reads model: and verl:); an extra seed's run has its seed as train.seed."""
     series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
-    # judge: only a series whose reward judges reads it, but every series' spec holds it, because chartrl train logs
-    # the sections it is given with defaults filled in (a rule series would log the schema's default judge)
-    names = ("train", "rollout", "prompts", "tools", "judge") + (("model", "verl") if VERL else ())
+    judged = reward_judges(CFG.series[wildcards.series].reward)  # judge: only a reward that judges reads it
+    names = ("train", "rollout", "prompts", "tools") + (("judge",) if judged else ()) + (("model", "verl") if VERL else ())
     sections = {name: to_plain(CFG.resolved[name]) for name in names}
     sections["train"] = CFG.train_section(wildcards.series)  # with the series' own train keys (a LoRA variant)
     if wildcards.get("seed") is not None:

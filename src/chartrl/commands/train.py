@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands.spec import read_job_spec
+from chartrl.commands.spec import given_spec, read_job_spec
 from chartrl.config import (
     ConfigError,
     MlflowSettings,
@@ -67,11 +67,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     from chartrl.data.contract import read_split
     from chartrl.model.policy import load_policy
     from chartrl.rewards import build_reward
+    from chartrl.rewards.registry import accuracy_signal
     from chartrl.train.trainer import Trainer, TrainJob, check_setup
 
     spec = train_spec(args.spec)
     train = train_config(spec["train"])
     series = series_from(spec["series"], train.dataset)
+    judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
+    # the job's params and key: the keys the rule gave, and the judge's settings only when its reward judges
+    logged = given_spec(args.spec, {name: value for name, value in spec.items() if name != "judge" or judged})
     if args.extra_seed is not None and args.extra_seed != train.seed:
         raise UsageError(
             f"--extra-seed {args.extra_seed} is not the spec's train.seed ({train.seed}); the seeds rule writes both"
@@ -83,7 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         rollout=RolloutConfig(**spec["rollout"]),
         prompts=PromptConfig(**spec["prompts"]),
         tools=tools_config(spec["tools"]),
-        spec=spec,
+        spec=logged,
         keep_steps=tuple(spec.get("keep_steps", ())),
         run_dir=Path(args.out),
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),

@@ -18,7 +18,7 @@ import json
 import logging
 from pathlib import Path
 
-from chartrl.commands.spec import read_job_spec
+from chartrl.commands.spec import given_spec, read_job_spec
 from chartrl.config import ConfigError
 from chartrl.errors import UsageError
 
@@ -44,6 +44,7 @@ def cmd_overrides(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from chartrl.commands.train import series_from, train_spec
     from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
+    from chartrl.rewards.registry import accuracy_signal
     from chartrl.verl_backend.job import VerlTrainJob, run_train_job
 
     spec = train_spec(args.spec, SPEC_SECTIONS)
@@ -51,13 +52,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not overrides:
         raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
     train = train_config(spec["train"])
+    series = series_from(spec["series"], train.dataset)
+    judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
     job = VerlTrainJob(
-        series=series_from(spec["series"], train.dataset),
+        series=series,
         train=train,
         prompts=PromptConfig(**spec["prompts"]),
         tools=tools_config(spec["tools"]),
         model=model_config(spec["model"]),
-        spec=spec,
+        spec=given_spec(args.spec, {name: value for name, value in spec.items() if name != "judge" or judged}),
         overrides=overrides,
         run_dir=Path(args.out),
         train_split=Path(args.train),
