@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, raw_default_config
+from conftest import BIN, raw_default_config, stop_forkservers
 
 # A shaped reward whose length term varies with the response length, so the briefly warm-started policy's groups
 # are rarely degenerate and the steps really update.
@@ -217,8 +217,6 @@ def test_a_served_training_ends_with_its_server_or_its_client_and_the_rerun_resu
     torn-down cgroup) or to the client (the process Snakemake waits on): the job ends within a second, it writes
     nothing to its run folder after that (and, when the server died, nothing after the client reported the
     failure), and the rerun resumes from its last checkpoint to the metrics of a run never interrupted."""
-    from conftest import stop_forkservers
-
     env, folder, server = _forkserver(tmp_path)
     out, db = tmp_path / "e6", tmp_path / "mlflow.db"
     command = [str(BIN / "chartrl"), *_train_command(warm_model_dir, *splits, out, db)[3:]]
