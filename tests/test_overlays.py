@@ -101,6 +101,14 @@ def test_the_recipe_follows_the_seeds(gpu):
     assert not train.lora.enabled
 
 
+def test_the_optimiser_and_the_image_floor_are_easyr1s(gpu):
+    """EasyR1's AdamW (``OptimConfig``: weight decay 1e-2, betas (0.9, 0.999)) and its data.min_pixels 262144,
+    not the tiny model's choices (no decay, betas (0.9, 0.98), the processor's floor)."""
+    assert (gpu.train.weight_decay, tuple(gpu.verl.adam_betas)) == (0.01, (0.9, 0.999))
+    assert gpu.model.min_pixels == 262144
+    assert not gpu.train.exclude_degenerate  # EasyR1 keeps groups whose rewards are all equal, as verl must
+
+
 def test_eval_series_name_the_studys_steps_and_the_train_series_keep_them(gpu):
     named = {s.id: (s.of, s.checkpoint) for s in gpu.eval_series}
     assert named == {

@@ -266,3 +266,20 @@ def test_kv_reuse_is_the_rollout_engines_prefix_caching(composed, gpu_config):
     off = dataclasses.replace(gpu_config, rollout=dataclasses.replace(gpu_config.rollout, kv_reuse=False))
     composed_off = compose_verl(train_overrides(off, "e10", composed["_workdir"]))
     assert composed_off.actor_rollout_ref.rollout.enable_prefix_caching is False
+
+
+def test_the_optimiser_settings_reach_the_keys_verl_reads(gpu_config):
+    """verl 0.9.1's FSDP engine clips with actor.optim.clip_grad (``transformer_impl.py``); actor.grad_clip and
+    actor.freeze_vision_tower are accepted and never read, so a value written there is silently lost."""
+    import dataclasses
+
+    from verl.utils.config import omega_conf_to_dataclass
+
+    train = dataclasses.replace(gpu_config.train, grad_clip=0.5, weight_decay=0.02)
+    config = dataclasses.replace(gpu_config, train=train)
+    overrides = train_overrides(config, "e1", ".")
+    optim = omega_conf_to_dataclass(compose_verl(overrides).actor_rollout_ref.actor).optim
+    assert optim.clip_grad == 0.5  # verl's default is 1.0
+    assert optim.weight_decay == 0.02 and tuple(optim.betas) == (0.9, 0.999)  # verl's, torch's and EasyR1's betas
+    keys = {override_key(o) for o in overrides}
+    assert not keys & {"actor_rollout_ref.actor.grad_clip", "actor_rollout_ref.actor.freeze_vision_tower"}

@@ -65,9 +65,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         keep_steps=tuple(spec.get("keep_steps", ())),
     )
+    warn_ignored_train_keys(job.series.id, train)
     summary = run_train_job(job)
     log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])
     return 0
+
+
+def warn_ignored_train_keys(series_id: str, train) -> None:
+    """Log each train key this series sets that verl 0.9.1 does not apply (``checks.IGNORED_BY_VERL``)."""
+    from chartrl.verl_backend.checks import IGNORED_BY_VERL, ignored_train_keys
+
+    for key in ignored_train_keys(train):
+        log.warning("not applied on verl: " + IGNORED_BY_VERL[key].format(series=series_id))
 
 
 GENERATE_SECTIONS = ("evaluate", "prompts", "tools", "model", "rollout", "verl")

@@ -498,10 +498,13 @@ class VerlConfig(Section):
     """The policy's attention in verl's FSDP workers (sdpa, flash_attention_2, eager)."""
     gradient_checkpointing: bool
     param_offload: bool
+    """For the actor and the reference."""
     optimizer_offload: bool
     agent_num_workers: int
     val_before_train: bool
     extra_overrides: tuple[str, ...]
+    adam_betas: tuple[float, ...] = (0.9, 0.999)
+    """verl's actor.optim.betas (the local trainer's AdamW uses 0.9, 0.98)."""
 
     @property
     def n_gpus(self) -> int:

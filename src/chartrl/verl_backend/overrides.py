@@ -257,27 +257,31 @@ def _model_overrides(config: Config, workdir: Path, model: str | None = None) ->
 
 
 def _actor_overrides(config: Config) -> list[str]:
+    """The actor's optimiser, batches, clip and offload. verl 0.9.1's FSDP engine clips gradients with
+    ``actor.optim.clip_grad`` (``verl/workers/engine/fsdp/transformer_impl.py``); ``actor.grad_clip`` and
+    ``actor.freeze_vision_tower`` are accepted and never read, so neither is set (``checks.ignored_settings``
+    says what a config asks that verl does not do)."""
     train, verl = config.train, config.verl
-    actor = "actor_rollout_ref.actor"
+    actor, ref = "actor_rollout_ref.actor", "actor_rollout_ref.ref"
     return [
         override(f"{actor}.optim.lr", train.lr),
         override(f"{actor}.optim.lr_warmup_steps", train.lr_warmup_steps),
         override(f"{actor}.optim.lr_scheduler_type", train.lr_scheduler),
         override(f"{actor}.optim.min_lr_ratio", train.min_lr_ratio),
         override(f"{actor}.optim.weight_decay", train.weight_decay),
-        override(f"{actor}.optim.betas", [0.9, 0.98]),  # the local trainer's AdamW betas
+        override(f"{actor}.optim.betas", list(verl.adam_betas)),
+        override(f"{actor}.optim.clip_grad", train.grad_clip),
         override(f"{actor}.ppo_mini_batch_size", verl.ppo_mini_batch_size),
         override(f"{actor}.ppo_micro_batch_size_per_gpu", verl.ppo_micro_batch_size_per_gpu),
         override(f"{actor}.ppo_epochs", train.ppo_epochs),
         override(f"{actor}.clip_ratio", train.clip_ratio),
         override(f"{actor}.clip_ratio_low", train.clip_low),
         override(f"{actor}.clip_ratio_high", train.clip_high),
-        override(f"{actor}.grad_clip", train.grad_clip),
         override(f"{actor}.entropy_coeff", 0),
         override(f"{actor}.fsdp_config.param_offload", verl.param_offload),
         override(f"{actor}.fsdp_config.optimizer_offload", verl.optimizer_offload),
-        override("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", verl.log_prob_micro_batch_size_per_gpu),
-        *([override(f"{actor}.freeze_vision_tower", True)] if train.lora.freeze_vision_tower else []),
+        override(f"{ref}.fsdp_config.param_offload", verl.param_offload),
+        override(f"{ref}.log_prob_micro_batch_size_per_gpu", verl.log_prob_micro_batch_size_per_gpu),
     ]
 
 
