@@ -14,7 +14,7 @@ from composed import compose_verl
 from PIL import Image
 
 from chartrl.config import load_config
-from chartrl.verl_backend.overrides import generation_overrides, response_length, train_overrides
+from chartrl.verl_backend.overrides import TOOL_AGENT, generation_overrides, response_length, train_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN, EVAL = ["d1", "d2"], ["d3", "d4"]
@@ -68,7 +68,7 @@ def test_the_recipe_values(composed, deepeyes_config, sid):
     assert actor.use_kl_loss is False and actor.entropy_coeff == 0
     assert actor.fsdp_config.param_offload is True and actor.fsdp_config.optimizer_offload is True
     assert (rollout.n, rollout.gpu_memory_utilization, rollout.tensor_model_parallel_size) == (8, 0.8, 1)
-    assert rollout.agent.default_agent_loop == "tool_agent"
+    assert rollout.agent.default_agent_loop == TOOL_AGENT
     turns = rollout.multi_turn
     assert (turns.max_assistant_turns, turns.max_user_turns, turns.max_parallel_calls) == (5, 5, 1)
     assert (config.trainer.save_freq, config.trainer.test_freq, config.trainer.val_before_train) == (8, 80, False)

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from chartrl.verl_backend.hydra import override_key
 from chartrl.verl_backend.overrides import (
+    TOOL_AGENT,
     SeriesFiles,
     generation_overrides,
     mlflow_overrides,
@@ -86,7 +87,7 @@ def test_tool_series_run_verl_tool_agent_with_two_turns_and_our_tools(composed, 
     from chartrl.verl_backend.tool_config import write_tool_config
 
     rollout = composed[sid].actor_rollout_ref.rollout
-    assert rollout.agent.default_agent_loop == "tool_agent"
+    assert rollout.agent.default_agent_loop == TOOL_AGENT
     assert rollout.multi_turn.max_assistant_turns == 2 and rollout.multi_turn.max_parallel_calls == 1
     assert rollout.multi_turn.format == "hermes"
     path = rollout.multi_turn.tool_config_path
@@ -211,7 +212,7 @@ def test_generation_jobs_validate_once_on_the_test_split(composed):
     assert config.trainer.val_only is True and config.trainer.resume_mode == "disable"
     assert config.reward.custom_reward_function.name == "generation_record"
     assert config.actor_rollout_ref.rollout.val_kwargs.do_sample is False
-    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"  # as e10 trained
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == TOOL_AGENT  # as e10 trained
     assert config.data.val_files.endswith("t.parquet") and config.trainer.validation_data_dir.endswith("/d")
     assert config.actor_rollout_ref.actor.loss_scale_factor == composed["e10"].actor_rollout_ref.actor.loss_scale_factor
 

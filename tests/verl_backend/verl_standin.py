@@ -149,9 +149,11 @@ def asked_labels(extra) -> tuple[list[str], list[str]]:
 def canned(item, *, labels: list[str] | None, right: bool) -> tuple[str, int]:
     """A response (a call keeping ``labels`` when given and the agent offers tools, then an answer) and its number
     of turns as verl's agent loops count them (user + assistant turns + 1)."""
+    from chartrl.verl_backend.overrides import TOOL_AGENT
+
     truth = item["reward_model"]["ground_truth"]
     call = ""
-    if item["agent_name"] == "tool_agent" and labels:
+    if item["agent_name"] == TOOL_AGENT and labels:
         arguments = {"x_values": labels}
         call = TOOL_TURN.format(call=json.dumps({"name": "focus_on_x_values_with_mask", "arguments": arguments}))
     return call + f"<answer>{truth if right else '0'}</answer>", 4 if call else 2

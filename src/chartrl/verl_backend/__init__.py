@@ -7,6 +7,7 @@
 - chartrl.verl_backend.memory       a job's peak GPU memory per phase, and what to change when it does not fit
 - chartrl.verl_backend.budget       every GPU job's memory, GPU-hours, checkpoint disk and judge calls
 - chartrl.verl_backend.tools        our tools as verl BaseTools (imports verl)
+- chartrl.verl_backend.agent_loop   verl's tool agent loop with each pass capped (imports verl)
 - chartrl.verl_backend.tool_config  the verl tool YAML and each sample's tools_kwargs
 - chartrl.verl_backend.data         our parquet contract -> verl's RL dataset parquet
 - chartrl.verl_backend.trajectory   verl's decoded response text -> assistant turns, observations, tool outcome

@@ -9,12 +9,14 @@ What each group of overrides does, and why:
   has (``verl.attn_implementation``, :func:`attention_overrides`).
 - data: our contract converted to verl's RL dataset (``chartrl.verl_backend.data``), absolute paths, because
   verl's trainer and workers run as Ray actors whose working directory is not the job's.
-- rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: ``tool_agent`` with
-  ``max_assistant_turns = tools.max_tool_turns + 1`` (one tool turn: the call, then the answer), one call per turn,
-  the hermes format, and the tool YAML; a no-tool series runs ``single_turn_agent`` with no tool config.
+- rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: verl's ``tool_agent``
+  with each pass capped at ``rollout.max_new_tokens`` (``chartrl.verl_backend.agent_loop``, registered with verl
+  from ``agent_loops.yaml``), ``max_assistant_turns = tools.max_tool_turns + 1`` (one tool turn: the call, then the
+  answer), one call per turn, the hermes format, and the tool YAML; a no-tool series runs ``single_turn_agent``
+  with no tool config (its one pass is the whole response budget).
 - algorithm: GRPO advantages; ``drgrpo`` is GRPO without the std division (``norm_adv_by_std_in_grpo=False``)
   and with ``seq-mean-token-sum-norm`` over a constant ``loss_scale_factor`` = the response length budget
-  (verl's vLLM server bounds every pass by it, so it is the most tokens a response can sample); the settings come
+  (verl's agent loop cuts every response at it, so it is the most tokens a response can hold); the settings come
   from ``chartrl.train.algorithms``, the registry the local trainer uses.
 - reward: our reward as a verl custom reward function (``chartrl.verl_backend.rewards``) with its params, the
   judge settings when it judges (the key's variable NAME only), the offered tools and, when the length term is on,
@@ -39,7 +41,12 @@ REWARD_MODULE = "pkg://chartrl.verl_backend.rewards"
 GENERATION_REWARD = "generation_record"
 """The reward function of a generation (val_only) job: rule accuracy as verl's score, plus the row id that ties
 each line of verl's generation dump to its question (``chartrl.verl_backend.rewards.generation_record``)."""
-TOOL_AGENT = "tool_agent"
+TOOL_AGENT = "chartrl_tool_agent"
+"""The tool series' agent loop: verl's ``tool_agent`` with each pass capped at ``rollout.max_new_tokens``
+(``chartrl.verl_backend.agent_loop``), registered with verl from :data:`AGENT_LOOPS_FILE`."""
+AGENT_LOOPS_FILE = Path(__file__).with_name("agent_loops.yaml")
+MAX_TOKENS_PER_TURN = "max_tokens_per_turn"
+"""The key under ``actor_rollout_ref.rollout.custom`` (verl's extension point) that holds the per-pass cap."""
 SINGLE_TURN_AGENT = "single_turn_agent"
 IMAGE_TOKEN_PIXELS = 28 * 28
 """Pixels per image token of Qwen2-VL / Qwen2.5-VL (14 px patches merged 2 x 2)."""
@@ -184,6 +191,8 @@ def _agent_overrides(series: TrainSeries, config: Config, files: SeriesFiles) ->
         return [override(f"{rollout}.agent.default_agent_loop", SINGLE_TURN_AGENT), *common]
     return [
         override(f"{rollout}.agent.default_agent_loop", TOOL_AGENT),
+        override(f"{rollout}.agent.agent_loop_config_path", str(AGENT_LOOPS_FILE)),
+        override(f"{rollout}.custom", {MAX_TOKENS_PER_TURN: config.rollout.max_new_tokens}, add=True),
         *common,
         override(f"{rollout}.multi_turn.enable", True),
         override(f"{rollout}.multi_turn.format", "hermes"),
