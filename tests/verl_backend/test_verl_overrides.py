@@ -214,6 +214,8 @@ def test_generation_jobs_validate_once_on_the_test_split(composed):
     assert config.actor_rollout_ref.rollout.val_kwargs.do_sample is False
     assert config.actor_rollout_ref.rollout.agent.default_agent_loop == TOOL_AGENT  # as e10 trained
     assert config.data.val_files.endswith("t.parquet") and config.trainer.validation_data_dir.endswith("/d")
+    # no test question is dropped for its length: it fails its agent loop, and the job's coverage check names it
+    assert config.data.filter_overlong_prompts is False and composed["e10"].data.filter_overlong_prompts is True
     assert config.actor_rollout_ref.actor.loss_scale_factor == composed["e10"].actor_rollout_ref.actor.loss_scale_factor
 
 

@@ -162,6 +162,7 @@ def cmd_generations(args: argparse.Namespace) -> int:
         image_dir=args.images or Path(args.out).with_suffix("") / "images",
         model=args.model or str(args.tokenizer),
         response_length=args.response_length,
+        samples_per_question=args.samples_per_question,
     )
     print(f"{len(records)} generations written to {args.out}")
     return 0
@@ -221,6 +222,12 @@ def register(stages: argparse._SubParsersAction) -> None:
     generations.add_argument("--tools", nargs="*", default=[], help="tools offered (none for a no-tool series)")
     generations.add_argument("--max-calls", type=int, default=1)
     generations.add_argument("--response-length", type=int, default=None)
+    generations.add_argument(
+        "--samples-per-question",
+        type=int,
+        default=None,
+        help="fail unless every question of --data has this many samples in the dump (default: log a shortfall)",
+    )
     generations.add_argument("--images", default=None, help="folder for edited charts")
     generations.add_argument("--model", default=None, help="the model name written in each record")
     generations.add_argument("--out", required=True)

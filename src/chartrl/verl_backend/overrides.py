@@ -310,7 +310,12 @@ def _rollout_overrides(config: Config, length: int) -> list[str]:
     ]
 
 
-def _data_overrides(config: Config, train_file: Path, val_file: Path, length: int, batch: int) -> list[str]:
+def _data_overrides(
+    config: Config, train_file: Path, val_file: Path, length: int, batch: int, *, drop_overlong: bool = True
+) -> list[str]:
+    """The data files and lengths. ``drop_overlong``: verl drops a prompt longer than ``verl.max_prompt_length``
+    (a train or validation question); a test generation keeps every question, so an over-long one fails its agent
+    loop and the job's coverage check names it (``chartrl.verl_backend.generations``)."""
     return [
         override("data.train_files", str(train_file)),
         override("data.val_files", str(val_file)),
@@ -319,7 +324,7 @@ def _data_overrides(config: Config, train_file: Path, val_file: Path, length: in
         override("data.max_prompt_length", config.verl.max_prompt_length),
         override("data.max_response_length", length),
         override("data.train_batch_size", batch),
-        override("data.filter_overlong_prompts", True),
+        override("data.filter_overlong_prompts", drop_overlong),
         override("data.truncation", "error"),
         override("data.return_raw_chat", True),
         override("data.seed", config.train.seed),
@@ -428,7 +433,7 @@ def generation_overrides(
     return [
         *_model_overrides(config, workdir, model=model_path(config, workdir) if start else str(model_dir)),
         *lora,
-        *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step),
+        *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step, drop_overlong=False),
         override("data.val_max_samples", limit if limit is not None else -1),
         *_rollout_overrides(config, length),
         *_agent_overrides(trained, config, files),
