@@ -65,10 +65,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         keep_steps=tuple(spec.get("keep_steps", ())),
     )
+    require_model_snapshot(job.model)
     warn_ignored_train_keys(job.series.id, train)
     summary = run_train_job(job)
     log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])
     return 0
+
+
+def require_model_snapshot(model) -> None:
+    """A job pinned to ``model.revision`` starts only once that commit is downloaded (``verl_backend.snapshot``)."""
+    from chartrl.verl_backend.snapshot import missing_snapshot_problem
+
+    problem = missing_snapshot_problem(model)
+    if problem:
+        raise UsageError(problem)
 
 
 def warn_ignored_train_keys(series_id: str, train) -> None:
@@ -108,6 +118,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         response_length=int(length) if length else None,
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
     )
+    if str(job.series.get("checkpoint")) == "start":  # the starting model itself; a checkpoint is merged from it
+        require_model_snapshot(job.model)
     run_generation_job(job)
     return 0
 
@@ -131,6 +143,7 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
         data=Path(args.data),
         out=Path(args.out),
     )
+    require_model_snapshot(job.model)
     run_shortcut_answers_job(job)
     return 0
 

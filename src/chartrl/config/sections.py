@@ -345,6 +345,8 @@ class ModelConfig(Section):
     min_pixels: int
     max_pixels: int
     """Image processor bounds: at most max_pixels / 784 image tokens per image."""
+    revision: str | None = None
+    """The hub commit of ``path`` verl loads (its snapshot in the Hugging Face cache); None: the newest."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The verl backend: chartrl's series run by verl (``python -m verl.trainer.main_ppo``) on a Ray cluster.
 
 - chartrl.verl_backend.hydra        Hydra override syntax for Python values (``key=value`` strings)
+- chartrl.verl_backend.snapshot     model.revision: the pinned commit's snapshot folder every verl worker loads
 - chartrl.verl_backend.overrides    series config -> the Hydra overrides of one train job, one generation job
 - chartrl.verl_backend.checks       batch divisibility and sizes, before anything launches
 - chartrl.verl_backend.architectures  a policy's sizes (known hub ids, a local folder, the tiny model)

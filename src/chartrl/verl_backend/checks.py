@@ -84,6 +84,20 @@ def batch_problems(train: TrainConfig, rollout: RolloutConfig, verl: VerlConfig)
     return problems
 
 
+@config_check("model revision")
+def model_revision_problems(config: Config) -> list[str]:
+    """``model.revision`` pins what verl's workers load (``chartrl.verl_backend.snapshot``); the local backend
+    loads ``model.path`` as it is, so there it would pin nothing."""
+    model = config.model
+    if config.backend == "verl" or model.revision is None:
+        return []
+    return [
+        f"model.revision {model.revision} is read by the verl backend only; the local backend loads model.path as "
+        f"it is: download that commit to a folder (`hf download {model.path} --revision {model.revision} "
+        "--local-dir DIR`) and set model.path to DIR, or remove model.revision"
+    ]
+
+
 def dataset_problems(train_rows: int, val_rows: int, prompts_per_step: int) -> list[str]:
     """What the converted data must hold: verl's train loader drops a last partial batch, so fewer questions than
     one batch means zero steps."""

@@ -146,11 +146,18 @@ def response_length(series: TrainSeries, config: Config) -> int:
 
 
 def model_path(config: Config, workdir: Path) -> str:
-    """The policy verl starts from: ``model.path`` (a hub id stays as it is; a local folder becomes absolute)."""
-    if config.model.path is None:
+    """The policy verl starts from, as every verl worker loads it: a local ``model.path`` made absolute; a hub id
+    pinned by ``model.revision`` as that commit's snapshot folder in the Hugging Face cache
+    (``chartrl.verl_backend.snapshot``: verl has no revision setting); a hub id without one as it is."""
+    from chartrl.verl_backend.snapshot import snapshot_folder
+
+    model = config.model
+    if model.path is None:
         return str((workdir / "results" / "models" / "base").resolve())
-    local = workdir / config.model.path
-    return str(local.resolve()) if local.exists() else config.model.path
+    local = workdir / model.path
+    if local.exists():
+        return str(local.resolve())
+    return model.path if model.revision is None else str(snapshot_folder(model.path, model.revision))
 
 
 def uses_judge(series: TrainSeries) -> bool:
