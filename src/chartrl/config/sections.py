@@ -507,6 +507,8 @@ class VerlConfig(Section):
     extra_overrides: tuple[str, ...]
     adam_betas: tuple[float, ...] = (0.9, 0.999)
     """verl's actor.optim.betas (the local trainer's AdamW uses 0.9, 0.98)."""
+    chat_template_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """verl's data.apply_chat_template_kwargs, e.g. ``{"enable_thinking": False}`` for Qwen3.5."""
 
     @property
     def n_gpus(self) -> int:

@@ -335,6 +335,10 @@ def _data_overrides(
         override("data.truncation", "error"),
         override("data.return_raw_chat", True),
         override("data.seed", config.train.seed),
+        *(  # verl's apply_chat_template_kwargs is {}: each key is added
+            override(f"data.apply_chat_template_kwargs.{key}", value, add=True)
+            for key, value in config.verl.chat_template_kwargs.items()
+        ),
     ]
 
 
