@@ -85,6 +85,29 @@ def test_the_recipe_values(composed, deepeyes_config, sid):
     assert list(reward.reward_kwargs.tools) == ["zoom_in"]
 
 
+@pytest.mark.parametrize("sid", TRAIN + EVAL)
+def test_the_recipe_memory_settings(composed, sid):
+    """What run_deepeyes_grpo.sh sets to fit sequences of up to 23,808 tokens on the 7B: fused kernels (no logits
+    tensor), the reference offloaded with the actor, vLLM eager with 32,768 batched tokens; verl's AdamW defaults."""
+    config = composed[sid]
+    model, actor, rollout = (
+        config.actor_rollout_ref.model,
+        config.actor_rollout_ref.actor,
+        config.actor_rollout_ref.rollout,
+    )
+    assert model.use_fused_kernels is True and model.fused_kernel_options.impl_backend == "torch"
+    assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
+    assert rollout.enforce_eager is True and rollout.max_num_batched_tokens == 32768
+    assert rollout.free_cache_engine is True and rollout.enable_chunked_prefill is True
+    assert actor.optim.weight_decay == 0.01 and list(actor.optim.betas) == [0.9, 0.999]
+
+
+def test_the_plan_counts_the_fused_kernels(deepeyes_config):
+    from chartrl.verl_backend.budget import logits_path
+
+    assert logits_path(deepeyes_config) == "fused"
+
+
 ZOOM = '<tool_call>\n{"name": "zoom_in", "arguments": {"bbox_2d": [0.1, 0.1, 0.4, 0.4]}}\n</tool_call>'
 TURN = "\nuser\n<tool_response>\n{obs}\n</tool_response>\nassistant\n"  # a tool turn as verl decodes it (Qwen2.5)
 RESPONSES = [
