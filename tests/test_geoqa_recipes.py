@@ -86,9 +86,13 @@ def test_the_r1v_scorer_reports_format_rate_and_accuracy_among_well_formed_answe
 def test_the_subsample_is_the_one_hugging_face_draws_with_seed_42():
     import datasets
 
-    drawn = datasets.Dataset.from_dict({"i": list(range(759))}).shuffle(seed=42).select(range(100))["i"]
-    assert subsample_indices(759, 100, 42) == list(drawn)
-    assert subsample_indices(759, 100, 43) != list(drawn)
+    shuffled = datasets.Dataset.from_dict({"i": list(range(759))}).shuffle(seed=42)
+    first, last = shuffled.select(range(100))["i"], shuffled.select(range(659, 759))["i"]
+    assert subsample_indices(759, 100, 42) == list(first) == subsample_indices(759, 100, 42, take="first")
+    assert subsample_indices(759, 100, 42, take="last") == list(last)  # the multiple-choice recipe's test subset
+    assert subsample_indices(759, 100, 43) != list(first)
+    with pytest.raises(ValueError, match="choose one of first, last"):
+        subsample_indices(759, 100, 42, take="middle")
 
 
 def test_the_geometry_fixtures_are_what_the_generator_writes(tmp_path):
@@ -129,6 +133,13 @@ def test_both_layouts_read_the_same_from_a_hub_folder_and_from_files():
         "test",
     )
     assert [r.id for r in mc] == [f"test-{i:06d}" for i in subsample_indices(FIXTURES["mc"]["test"], 12, 42)]
+    sample["test"]["take"] = "last"  # the multiple-choice recipe's end of the shuffle
+    last = _rows(
+        {"source": "geoqa_mc", "path": "tests/fixtures/geometry/mc", "splits": {"test": "test"}, "subsample": sample},
+        "test",
+    )
+    assert [r.id for r in last] == [f"test-{i:06d}" for i in subsample_indices(FIXTURES["mc"]["test"], 12, 42, "last")]
+    assert {r.id for r in last}.isdisjoint(r.id for r in mc)  # 24 of the fixture's 40: the two ends do not meet
     assert all(r.answer in "ABCD" and "Choices:\nA. " in r.problem for r in mc)
     import io
 
@@ -150,13 +161,21 @@ def test_a_series_sets_its_own_train_keys_and_run_series_names_only_known_series
         load_config([REPO / "config" / "geoqa_r1v.yaml", bad], root=REPO)
 
 
-def test_the_mc_overlay_draws_the_seed_42_test_subset_of_100():
+def test_the_mc_overlay_follows_the_recipe():
+    """The recipe's test subset is the last 100 of GeoQA's 759 test questions shuffled with seed 42; Qwen3.5's
+    chat template runs with enable_thinking=False; A = r - mean; a checkpoint every 25 steps; one update per step
+    (so verl's PPO-clip is the recipe's plain importance-sampling loss: the ratio is 1)."""
     config = load_config([REPO / "config" / "geoqa_mc.yaml"], root=REPO)
     options = config.datasets["geoqa_mc"].options
-    assert options["subsample"]["test"] == {"size": 100, "seed": 42} and options["path"] == "hz2475/geoQA"
-    assert config.series["m1"].algorithm == "grpo_mean" and config.train.exclude_degenerate
+    assert options["subsample"]["test"] == {"size": 100, "seed": 42, "take": "last"}
+    assert options["path"] == "hz2475/geoQA" and config.series["m1"].algorithm == "grpo_mean"
     assert (config.train.steps, config.train.prompts_per_step, config.rollout.n) == (100, 8, 8)
+    assert config.train.checkpoint_every == 25 and dict(config.verl.chat_template_kwargs) == {"enable_thinking": False}
+    assert config.verl.ppo_mini_batch_size == config.train.prompts_per_step and config.train.ppo_epochs == 1
     assert config.prompts.no_tool_template == "multiple_choice"
+    assert not config.train.exclude_degenerate  # verl cannot skip such groups: said beside the key
+    cpu = load_config([REPO / "config" / f for f in ("geoqa_mc.yaml", "smoke.yaml", "geoqa_mc_cpu.yaml")], root=REPO)
+    assert cpu.train.exclude_degenerate and cpu.datasets["geoqa_mc"].options["subsample"]["test"]["take"] == "last"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -220,7 +239,7 @@ def test_mc_cpu_variant_tests_the_seed_42_subset_and_counts_the_degenerate_group
     from chartrl.data.contract import read_split
 
     test_ids = [r.id for r in read_split(mc_run / "results/data/geoqa_mc/test.parquet")]
-    assert test_ids == [f"test-{i:06d}" for i in subsample_indices(FIXTURES["mc"]["test"], 12, 42)]
+    assert test_ids == [f"test-{i:06d}" for i in subsample_indices(FIXTURES["mc"]["test"], 12, 42, take="last")]
     steps = [m for m in _steps(mc_run, "m1") if "train/degenerate_fraction" in m]
     groups = 4  # prompts_per_step of the CPU variant
     degenerate = sum(round(m["train/degenerate_fraction"] * groups) for m in steps)

@@ -101,6 +101,14 @@ def test_the_recipe_follows_the_seeds(gpu):
     assert not train.lora.enabled
 
 
+def test_the_optimiser_and_the_image_floor_are_easyr1s(gpu):
+    """EasyR1's AdamW (``OptimConfig``: weight decay 1e-2, betas (0.9, 0.999)) and its data.min_pixels 262144,
+    not the tiny model's choices (no decay, betas (0.9, 0.98), the processor's floor)."""
+    assert (gpu.train.weight_decay, tuple(gpu.verl.adam_betas)) == (0.01, (0.9, 0.999))
+    assert gpu.model.min_pixels == 262144
+    assert not gpu.train.exclude_degenerate  # EasyR1 keeps groups whose rewards are all equal, as verl must
+
+
 def test_eval_series_name_the_studys_steps_and_the_train_series_keep_them(gpu):
     named = {s.id: (s.of, s.checkpoint) for s in gpu.eval_series}
     assert named == {
@@ -204,11 +212,15 @@ def test_the_rehearsal_changes_only_what_a_cpu_cannot_run(gpu):
     assert rehearsal.keep_steps("e1")[0] <= steps - keep and rehearsal.keep_steps("e6")[0] <= steps - keep
 
 
-def test_every_file_under_config_is_valid_on_its_own_or_on_gpu_yaml():
+ON_TOP_OF = {"rehearsal.yaml": GPU, "gpu_smoke.yaml": GPU, "geoqa_r1v_lora.yaml": REPO / "config" / "geoqa_r1v.yaml"}
+"""Overlays written to go on top of another one."""
+
+
+def test_every_file_under_config_is_valid_on_its_own_or_on_the_overlay_it_extends():
     for path in sorted((REPO / "config").glob("*.yaml")):
         if path.name in ("config.yaml", "series.yaml"):
             continue
-        overlays = [GPU, path] if path.name in ("rehearsal.yaml", "gpu_smoke.yaml") else [path]
+        overlays = [ON_TOP_OF[path.name], path] if path.name in ON_TOP_OF else [path]
         recipe = REPO / "config" / path.name.replace("_cpu.yaml", ".yaml")
         if path.name.endswith("_cpu.yaml") and recipe.exists():  # a recipe's CPU variant, on its recipe and smoke
             overlays = [recipe, REPO / "config" / "smoke.yaml", path]

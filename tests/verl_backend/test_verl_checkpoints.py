@@ -129,3 +129,25 @@ def test_the_keeper_keeps_named_steps_while_verl_runs(tmp_path):
                 shutil.rmtree(root / f"global_step_{old}", ignore_errors=True)
     assert sorted(keeper.kept) == [2, 4]
     assert sorted(verl_checkpoints(root)) == [2, 4, 5]  # 3 was pruned and not named
+
+
+def test_checkpoints_saved_before_a_resume_are_pruned_once_newer_ones_replace_them(tmp_path):
+    """verl's prune list lives in its process: after a resume it never deletes what an earlier process saved. The
+    keeper of a resumed job (keep_last 2) deletes those once the newest two are newer, and a named step only once
+    it is hard-linked aside."""
+    from chartrl.verl_backend.checkpoints import CheckpointKeeper
+
+    root = tmp_path / "checkpoints"
+    for step in (1, 2, 3):  # left by earlier runs of the job: 2 and 3 by the last, 1 by the one before it
+        _fake_checkpoint(root, step)
+    with CheckpointKeeper(root, [2], interval_s=3600, keep_last=2) as keeper:  # polled by hand below
+        keeper.poll()
+        assert sorted(verl_checkpoints(root)) == [2, 3] and not (root / "global_step_1").exists()
+        _fake_checkpoint(root, 4)  # the resumed verl saves; it would prune only its own saves
+        keeper.poll()
+        assert sorted(p.name for p in root.glob("global_step_*")) == ["global_step_3", "global_step_4"]
+        assert (root / "kept" / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").read_bytes() == (
+            b"weights of step 2"  # the named step lives on under kept/
+        )
+        _fake_checkpoint(root, 5)
+    assert sorted(verl_checkpoints(root)) == [2, 4, 5] and keeper.earlier == set()

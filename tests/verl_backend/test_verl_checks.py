@@ -114,3 +114,43 @@ def test_the_gpu_limit_must_hold_one_verl_job(gpu_config, limit, shape, wrong):
         assert problem is None
     else:
         assert wrong in problem and f"pass --resources gpu={shape[0] * shape[1]}" in problem
+
+
+# --- train keys verl 0.9.1 accepts and does not apply --------------------------------------------------------------
+
+LORA_OFF = {"enabled": False, "exclude_modules": None}
+LORA_WITHOUT_TOWER = {"enabled": True, "exclude_modules": ".*visual.*"}
+
+
+@pytest.mark.parametrize(
+    "exclude_degenerate, freeze, lora, warned",
+    [
+        (False, False, LORA_OFF, []),  # nothing asked that verl cannot do
+        (True, False, LORA_OFF, ["train.exclude_degenerate"]),  # verl keeps such groups (advantage 0)
+        (False, True, LORA_OFF, ["train.lora.freeze_vision_tower"]),  # full-parameter: the tower trains
+        (False, True, {"enabled": True, "exclude_modules": None}, ["train.lora.freeze_vision_tower"]),  # adapters in it
+        (False, True, {"enabled": True, "exclude_modules": ".*language_model.*"}, ["train.lora.freeze_vision_tower"]),
+        (False, True, LORA_WITHOUT_TOWER, []),  # LoRA's frozen base keeps the tower, no adapter enters it
+    ],
+)
+def test_train_keys_verl_does_not_apply_are_named(gpu_config, exclude_degenerate, freeze, lora, warned):
+    from chartrl.verl_backend.checks import IGNORED_BY_VERL, ignored_settings, ignored_train_keys
+
+    lora_settings = dataclasses.replace(gpu_config.train.lora, freeze_vision_tower=freeze, **lora)
+    train = dataclasses.replace(gpu_config.train, exclude_degenerate=exclude_degenerate, lora=lora_settings)
+    assert ignored_train_keys(train) == warned
+    lines = ignored_settings(dataclasses.replace(gpu_config, train=train))
+    assert lines == [
+        IGNORED_BY_VERL[key].format(series=", ".join(s.id for s in gpu_config.train_series)) for key in warned
+    ]
+    for key, line in zip(warned, lines, strict=True):  # the key, its value, the series, the fix
+        assert line.startswith(f"{key} is true (e1, ") and "set " in line
+
+
+def test_the_local_backend_is_not_warned(gpu_config):
+    from chartrl.verl_backend.checks import ignored_settings
+
+    local = dataclasses.replace(
+        gpu_config, backend="local", train=dataclasses.replace(gpu_config.train, exclude_degenerate=True)
+    )
+    assert ignored_settings(local) == []

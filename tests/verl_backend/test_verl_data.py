@@ -11,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from chartrl.verl_backend.data import write_verl_dataset
+from chartrl.verl_backend.overrides import TOOL_AGENT
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_rlhf_dataset_loads_every_row_with_tools_kwargs(converted, tiny_policy, 
     assert len(dataset) == len(rows)  # none filtered as over-long
     for index in (0, len(rows) - 1):
         item, row = dataset[index], rows[index]
-        assert item["agent_name"] == "tool_agent" and item["data_source"] == row.data_source
+        assert item["agent_name"] == TOOL_AGENT and item["data_source"] == row.data_source
         assert item["reward_model"]["ground_truth"] == row.answer
         extra = item["extra_info"]
         assert extra["id"] == row.id and extra["question"] in row.problem and json.loads(extra["bboxes"]) == row.bboxes

@@ -14,7 +14,7 @@ from composed import compose_verl
 from PIL import Image
 
 from chartrl.config import load_config
-from chartrl.verl_backend.overrides import generation_overrides, response_length, train_overrides
+from chartrl.verl_backend.overrides import TOOL_AGENT, generation_overrides, response_length, train_overrides
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN, EVAL = ["d1", "d2"], ["d3", "d4"]
@@ -68,7 +68,7 @@ def test_the_recipe_values(composed, deepeyes_config, sid):
     assert actor.use_kl_loss is False and actor.entropy_coeff == 0
     assert actor.fsdp_config.param_offload is True and actor.fsdp_config.optimizer_offload is True
     assert (rollout.n, rollout.gpu_memory_utilization, rollout.tensor_model_parallel_size) == (8, 0.8, 1)
-    assert rollout.agent.default_agent_loop == "tool_agent"
+    assert rollout.agent.default_agent_loop == TOOL_AGENT
     turns = rollout.multi_turn
     assert (turns.max_assistant_turns, turns.max_user_turns, turns.max_parallel_calls) == (5, 5, 1)
     assert (config.trainer.save_freq, config.trainer.test_freq, config.trainer.val_before_train) == (8, 80, False)
@@ -83,6 +83,29 @@ def test_the_recipe_values(composed, deepeyes_config, sid):
     }
     assert reward.reward_kwargs.judge.backend == "openai" and reward.reward_kwargs.judge.temperature == 0.1
     assert list(reward.reward_kwargs.tools) == ["zoom_in"]
+
+
+@pytest.mark.parametrize("sid", TRAIN + EVAL)
+def test_the_recipe_memory_settings(composed, sid):
+    """What run_deepeyes_grpo.sh sets to fit sequences of up to 23,808 tokens on the 7B: fused kernels (no logits
+    tensor), the reference offloaded with the actor, vLLM eager with 32,768 batched tokens; verl's AdamW defaults."""
+    config = composed[sid]
+    model, actor, rollout = (
+        config.actor_rollout_ref.model,
+        config.actor_rollout_ref.actor,
+        config.actor_rollout_ref.rollout,
+    )
+    assert model.use_fused_kernels is True and model.fused_kernel_options.impl_backend == "torch"
+    assert config.actor_rollout_ref.ref.fsdp_config.param_offload is True
+    assert rollout.enforce_eager is True and rollout.max_num_batched_tokens == 32768
+    assert rollout.free_cache_engine is True and rollout.enable_chunked_prefill is True
+    assert actor.optim.weight_decay == 0.01 and list(actor.optim.betas) == [0.9, 0.999]
+
+
+def test_the_plan_counts_the_fused_kernels(deepeyes_config):
+    from chartrl.verl_backend.budget import logits_path
+
+    assert logits_path(deepeyes_config) == "fused"
 
 
 ZOOM = '<tool_call>\n{"name": "zoom_in", "arguments": {"bbox_2d": [0.1, 0.1, 0.4, 0.4]}}\n</tool_call>'

@@ -136,3 +136,30 @@ def test_generation_overrides_of_another_series_are_refused(trained):
     job = generation_job(config, workdir, overrides=eval_overrides(config, "e4", workdir))
     with pytest.raises(UsageError, match="not this generation job's"):
         run_generation_job(job, entry=STANDIN)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_generation_that_lacks_questions_fails_and_writes_nothing_to_score(trained, synth_rows, monkeypatch):
+    """verl leaves a failed agent loop out of its dump without a word (the stand-in: the last question's): the job
+    fails naming the question, instead of scoring the test split on what came back."""
+    from chartrl.verl_backend.generations import DumpError
+
+    config, workdir = trained
+    job = generation_job(config, workdir, series_id="e14")
+    monkeypatch.setenv("STANDIN_FAILED_LOOPS", "1")
+    last = synth_rows["val"][-1].id
+    with pytest.raises(DumpError, match=rf"covers {len(synth_rows['val']) - 1} of the .* have fewer: {last}\. "):
+        run_generation_job(job, entry=STANDIN)
+    assert not job.out.exists()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_evaluate_limit_generates_on_the_first_questions_of_the_split(trained, synth_rows):
+    """``evaluate.limit`` N: the first N test questions, as the schema says (verl's own draw of val_max_samples
+    rows is a seeded shuffle, so only those N are written for it), each with its evaluate.n samples."""
+    config, workdir = trained
+    limited = dataclasses.replace(config, evaluate=dataclasses.replace(config.evaluate, limit=3))
+    job = generation_job(limited, workdir, overrides=eval_overrides(limited, "e13", workdir))
+    run_generation_job(job, entry=STANDIN)
+    ids = [r["id"] for r in pq.read_table(job.out).to_pylist()]
+    assert sorted(set(ids)) == sorted(r.id for r in synth_rows["val"][:3]) and len(ids) == 3 * config.evaluate.n

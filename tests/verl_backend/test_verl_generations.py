@@ -92,3 +92,34 @@ def test_a_missing_or_foreign_dump_fails_loudly(dumped, tmp_path, tiny_model_dir
             image_dir=tmp_path,
             model="m",
         )
+
+
+def _convert(dumped, rows, out, tiny_model_dir, **kw):
+    return convert_dump(
+        dumped["folder"] / "dumps",
+        rows,
+        out,
+        tools=[],
+        max_calls=1,
+        tokenizer_path=tiny_model_dir,
+        image_dir=out.parent,
+        model="m",
+        **kw,
+    )
+
+
+def test_a_dump_that_does_not_cover_the_split_fails_naming_the_questions(dumped, tmp_path, tiny_model_dir, caplog):
+    """verl drops an over-long prompt and a failed agent loop from its dump without a word: a test score over what
+    came back would not be the split's. The dump holds 2 samples of the first question and 1 of the second."""
+    first, second = dumped["first"], dumped["second"]
+    third = next(r for r in dumped["rows"] if r.id not in (first.id, second.id))
+    out = tmp_path / "g.parquet"
+    with pytest.raises(DumpError, match=rf"covers 1 of the 2 questions .*2 samples each.*1 have fewer: {second.id}"):
+        _convert(dumped, [first, second], out, tiny_model_dir, samples_per_question=2)
+    with pytest.raises(
+        DumpError, match=rf"covers 2 of the 3 questions.*1 have fewer: {third.id}.*1 have more: {first.id}"
+    ):
+        _convert(dumped, [first, second, third], out, tiny_model_dir, samples_per_question=1)
+    assert not out.exists()  # nothing written that a scorer could read
+    records = _convert(dumped, [first, second, third], out, tiny_model_dir)  # no count asked: the shortfall is logged
+    assert len(records) == 3 and f"the dump lacks 1 of the 3 questions: {third.id}" in caplog.text

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from chartrl.verl_backend.hydra import override_key
 from chartrl.verl_backend.overrides import (
+    TOOL_AGENT,
     SeriesFiles,
     generation_overrides,
     mlflow_overrides,
@@ -86,7 +87,7 @@ def test_tool_series_run_verl_tool_agent_with_two_turns_and_our_tools(composed, 
     from chartrl.verl_backend.tool_config import write_tool_config
 
     rollout = composed[sid].actor_rollout_ref.rollout
-    assert rollout.agent.default_agent_loop == "tool_agent"
+    assert rollout.agent.default_agent_loop == TOOL_AGENT
     assert rollout.multi_turn.max_assistant_turns == 2 and rollout.multi_turn.max_parallel_calls == 1
     assert rollout.multi_turn.format == "hermes"
     path = rollout.multi_turn.tool_config_path
@@ -211,8 +212,10 @@ def test_generation_jobs_validate_once_on_the_test_split(composed):
     assert config.trainer.val_only is True and config.trainer.resume_mode == "disable"
     assert config.reward.custom_reward_function.name == "generation_record"
     assert config.actor_rollout_ref.rollout.val_kwargs.do_sample is False
-    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "tool_agent"  # as e10 trained
+    assert config.actor_rollout_ref.rollout.agent.default_agent_loop == TOOL_AGENT  # as e10 trained
     assert config.data.val_files.endswith("t.parquet") and config.trainer.validation_data_dir.endswith("/d")
+    # no test question is dropped for its length: it fails its agent loop, and the job's coverage check names it
+    assert config.data.filter_overlong_prompts is False and composed["e10"].data.filter_overlong_prompts is True
     assert config.actor_rollout_ref.actor.loss_scale_factor == composed["e10"].actor_rollout_ref.actor.loss_scale_factor
 
 
@@ -266,3 +269,20 @@ def test_kv_reuse_is_the_rollout_engines_prefix_caching(composed, gpu_config):
     off = dataclasses.replace(gpu_config, rollout=dataclasses.replace(gpu_config.rollout, kv_reuse=False))
     composed_off = compose_verl(train_overrides(off, "e10", composed["_workdir"]))
     assert composed_off.actor_rollout_ref.rollout.enable_prefix_caching is False
+
+
+def test_the_optimiser_settings_reach_the_keys_verl_reads(gpu_config):
+    """verl 0.9.1's FSDP engine clips with actor.optim.clip_grad (``transformer_impl.py``); actor.grad_clip and
+    actor.freeze_vision_tower are accepted and never read, so a value written there is silently lost."""
+    import dataclasses
+
+    from verl.utils.config import omega_conf_to_dataclass
+
+    train = dataclasses.replace(gpu_config.train, grad_clip=0.5, weight_decay=0.02)
+    config = dataclasses.replace(gpu_config, train=train)
+    overrides = train_overrides(config, "e1", ".")
+    optim = omega_conf_to_dataclass(compose_verl(overrides).actor_rollout_ref.actor).optim
+    assert optim.clip_grad == 0.5  # verl's default is 1.0
+    assert optim.weight_decay == 0.02 and tuple(optim.betas) == (0.9, 0.999)  # verl's, torch's and EasyR1's betas
+    keys = {override_key(o) for o in overrides}
+    assert not keys & {"actor_rollout_ref.actor.grad_clip", "actor_rollout_ref.actor.freeze_vision_tower"}

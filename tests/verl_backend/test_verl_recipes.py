@@ -17,7 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = {
     "geoqa_r1v": (["g1", "g2"], ["g1_start", "g1_last", "g2_last"]),
     "geoqa_mc": (["m1"], ["m1_start", "m1_last"]),
+    "geoqa_r1v_lora": (["g2"], ["g2_start", "g2_last"]),
 }
+OVERLAYS = {"geoqa_r1v_lora": ["geoqa_r1v.yaml", "geoqa_r1v_lora.yaml"]}
+"""A recipe written as an overlay on another one: its files, in order."""
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def recipes(tmp_path_factory):
     paths = {"model_dir": workdir / "m", "data_file": workdir / "t.parquet", "dump_dir": workdir / "d"}
     found = {}
     for name, (train, evaluate) in RECIPES.items():
-        config = load_config([REPO / "config" / f"{name}.yaml"], root=REPO)
+        config = load_config([REPO / "config" / f for f in OVERLAYS.get(name, [f"{name}.yaml"])], root=REPO)
         composed = {sid: compose_verl(train_overrides(config, sid, workdir)) for sid in train}
         composed |= {sid: compose_verl(generation_overrides(config, sid, workdir=workdir, **paths)) for sid in evaluate}
         found[name] = (config, composed)
@@ -95,12 +98,28 @@ def test_r1v_recipe_keys(recipes):
         assert config.data.max_response_length == 2048 and config.trainer.val_before_train
         assert (config.trainer.test_freq, config.trainer.save_freq, config.trainer.max_actor_ckpt_to_keep) == (5, 5, 3)
         assert config.reward.custom_reward_function.name == "r1v"
+        # EasyR1's update micro-batch 1, vLLM tensor parallelism 1, AdamW (weight decay 1e-2, betas 0.9 / 0.999)
+        actor = config.actor_rollout_ref.actor
+        assert (
+            actor.ppo_micro_batch_size_per_gpu == 1 and config.actor_rollout_ref.rollout.tensor_model_parallel_size == 1
+        )
+        assert actor.optim.weight_decay == 0.01 and list(actor.optim.betas) == [0.9, 0.999]
+        assert actor.fsdp_config.param_offload and actor.fsdp_config.optimizer_offload
     assert full.actor_rollout_ref.model.lora_rank == 0 and full.actor_rollout_ref.actor.optim.lr == 1e-6
-    assert not full.actor_rollout_ref.actor.freeze_vision_tower
     model = lora.actor_rollout_ref.model
     assert (model.lora_rank, model.lora_alpha, model.target_modules) == (16, 64, "all-linear")
-    assert model.exclude_modules == ".*visual.*" and lora.actor_rollout_ref.actor.freeze_vision_tower
+    assert model.exclude_modules == ".*visual.*"  # the frozen base keeps the vision tower: verl reads no freeze key
     assert lora.actor_rollout_ref.actor.optim.lr == 1e-5
+
+
+def test_the_lora_variant_runs_as_the_recipe_does_on_7b_and_two_gpus(recipes):
+    config, composed = recipes["geoqa_r1v_lora"]
+    assert [s.id for s in config.train_series] == ["g2"] and config.verl.n_gpus == 2
+    for sid in ("g2", "g2_start", "g2_last"):
+        assert composed[sid].trainer.n_gpus_per_node == 2
+    assert composed["g2_start"].actor_rollout_ref.model.path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert composed["g2"].actor_rollout_ref.model.path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert composed["g2"].actor_rollout_ref.model.lora_rank == 16
 
 
 def test_mc_recipe_keys(recipes):
@@ -112,6 +131,12 @@ def test_mc_recipe_keys(recipes):
     assert config.data.max_response_length == 1024 and config.trainer.total_training_steps == 100
     assert config.actor_rollout_ref.actor.optim.lr == 4e-5 and config.actor_rollout_ref.model.lora_rank == 32
     assert config.reward.custom_reward_function.name == "multiple_choice"
+    assert config.trainer.save_freq == 25  # the recipe saves every 25 steps
+    for sid in ("m1", "m1_start", "m1_last"):  # Qwen3.5 answers without its thinking block, in training and test
+        assert composed[sid].data.apply_chat_template_kwargs.enable_thinking is False
+    # one update per step on fresh rollouts: verl's PPO-clip is the recipe's plain importance-sampling loss
+    actor = config.actor_rollout_ref.actor
+    assert (actor.ppo_mini_batch_size, actor.ppo_epochs) == (config.data.train_batch_size, 1)
 
 
 def test_before_training_generates_with_the_starting_model_itself(recipes):

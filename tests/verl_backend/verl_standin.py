@@ -18,7 +18,9 @@ The responses are canned, not generated (a stand-in has no policy), and vary wit
 training, sample ``j`` of a prompt answers right when ``j < step``; a tool series' sample 0 masks to the asked
 label, sample 1 to another label, the rest call nothing. At validation, question ``i`` is answered right (with a
 call keeping its label) when ``i % 4 <= step``. In a generation job the first sample of each question masks to
-its asked label and answers right, the others answer "0". ``STANDIN_EXIT=N`` makes it fail with N.
+its asked label and answers right, the others answer "0"; it reads the questions as verl does (``RLHFDataset``,
+``data.val_max_samples``), and ``STANDIN_FAILED_LOOPS=K`` leaves the last K questions out of the dump, as verl leaves
+out an agent loop that failed. ``STANDIN_EXIT=N`` makes it fail with N.
 ``STANDIN_MLFLOW_URI=URI`` points verl's MLflow logger at another store (one it cannot open): verl then logs a
 warning, trains on without MLflow and exits 0, as it does on a cluster whose workers cannot reach the tracking
 server."""
@@ -149,9 +151,11 @@ def asked_labels(extra) -> tuple[list[str], list[str]]:
 def canned(item, *, labels: list[str] | None, right: bool) -> tuple[str, int]:
     """A response (a call keeping ``labels`` when given and the agent offers tools, then an answer) and its number
     of turns as verl's agent loops count them (user + assistant turns + 1)."""
+    from chartrl.verl_backend.overrides import TOOL_AGENT
+
     truth = item["reward_model"]["ground_truth"]
     call = ""
-    if item["agent_name"] == "tool_agent" and labels:
+    if item["agent_name"] == TOOL_AGENT and labels:
         arguments = {"x_values": labels}
         call = TOOL_TURN.format(call=json.dumps({"name": "focus_on_x_values_with_mask", "arguments": arguments}))
     return call + f"<answer>{truth if right else '0'}</answer>", 4 if call else 2
@@ -266,10 +270,11 @@ def generate(config) -> int:
     from chartrl.verl_backend.rewards import generation_record
 
     processor = AutoProcessor.from_pretrained(config.actor_rollout_ref.model.path)
-    dataset = load_dataset(config, config.data.val_files, processor)
+    dataset = load_dataset(config, config.data.val_files, processor, limit=config.data.get("val_max_samples", -1))
     n = config.actor_rollout_ref.rollout.val_kwargs.n
+    failed = int(os.environ.get("STANDIN_FAILED_LOOPS", "0"))
     inputs, outputs, gts, records = [], [], [], []
-    for index in range(len(dataset)):
+    for index in range(len(dataset) - failed):
         item = dataset[index]
         extra, truth = item["extra_info"], item["reward_model"]["ground_truth"]
         for sample in range(n):

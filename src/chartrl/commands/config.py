@@ -10,6 +10,8 @@ from chartrl.tools.study_checks import tool_data_problems
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from chartrl.verl_backend.checks import ignored_settings
+
     config = load_config(args.configfile, root=args.root)
     problems = tool_data_problems(config)
     if problems:
@@ -23,6 +25,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"config OK: {len(config.series)} series (train: {train}; eval: {evals}); "
             f"datasets: {', '.join(config.datasets)}"
         )
+    for line in ignored_settings(config):
+        print(f"warning: not applied on verl: {line}")
     return 0
 
 

@@ -124,6 +124,7 @@ def notes(config: Config, jobs, assumptions) -> list[str]:
     """What the figures assume, one line each, with where the formulas are."""
     from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note
     from chartrl.verl_backend.budget import PER_TOKEN_LOOP_SECONDS, checkpoint_bytes, logits_path
+    from chartrl.verl_backend.checks import ignored_settings
 
     found = [
         "memory: GiB per GPU in each phase, every sequence at its longest (prompt + response budget); the peak is "
@@ -158,6 +159,7 @@ def notes(config: Config, jobs, assumptions) -> list[str]:
             "?: a test split's size is not known before the data stage (neither evaluate.limit, a subsample nor a "
             "published size gives it); the totals leave those jobs out (+?)."
         )
+    found += [f"not applied on verl: {line}" for line in ignored_settings(config)]
     calls = sum(job.judge_calls or 0 for job in jobs)
     if calls:
         judge = config.judge

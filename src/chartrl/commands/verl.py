@@ -68,9 +68,28 @@ def cmd_train(args: argparse.Namespace) -> int:
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
         keep_steps=tuple(spec.get("keep_steps", ())),
     )
+    require_model_snapshot(job.model)
+    warn_ignored_train_keys(job.series.id, train)
     summary = run_train_job(job)
     log.info("%s trained on verl: last step %d", job.series.id, summary["last_step"])
     return 0
+
+
+def require_model_snapshot(model) -> None:
+    """A job pinned to ``model.revision`` starts only once that commit is downloaded (``verl_backend.snapshot``)."""
+    from chartrl.verl_backend.snapshot import missing_snapshot_problem
+
+    problem = missing_snapshot_problem(model)
+    if problem:
+        raise UsageError(problem)
+
+
+def warn_ignored_train_keys(series_id: str, train) -> None:
+    """Log each train key this series sets that verl 0.9.1 does not apply (``checks.IGNORED_BY_VERL``)."""
+    from chartrl.verl_backend.checks import IGNORED_BY_VERL, ignored_train_keys
+
+    for key in ignored_train_keys(train):
+        log.warning("not applied on verl: " + IGNORED_BY_VERL[key].format(series=series_id))
 
 
 GENERATE_SECTIONS = ("evaluate", "prompts", "tools", "model", "rollout", "verl")
@@ -102,6 +121,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         response_length=int(length) if length else None,
         mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
     )
+    if str(job.series.get("checkpoint")) == "start":  # the starting model itself; a checkpoint is merged from it
+        require_model_snapshot(job.model)
     run_generation_job(job)
     return 0
 
@@ -125,6 +146,7 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
         data=Path(args.data),
         out=Path(args.out),
     )
+    require_model_snapshot(job.model)
     run_shortcut_answers_job(job)
     return 0
 
@@ -156,6 +178,7 @@ def cmd_generations(args: argparse.Namespace) -> int:
         image_dir=args.images or Path(args.out).with_suffix("") / "images",
         model=args.model or str(args.tokenizer),
         response_length=args.response_length,
+        samples_per_question=args.samples_per_question,
     )
     print(f"{len(records)} generations written to {args.out}")
     return 0
@@ -215,6 +238,12 @@ def register(stages: argparse._SubParsersAction) -> None:
     generations.add_argument("--tools", nargs="*", default=[], help="tools offered (none for a no-tool series)")
     generations.add_argument("--max-calls", type=int, default=1)
     generations.add_argument("--response-length", type=int, default=None)
+    generations.add_argument(
+        "--samples-per-question",
+        type=int,
+        default=None,
+        help="fail unless every question of --data has this many samples in the dump (default: log a shortfall)",
+    )
     generations.add_argument("--images", default=None, help="folder for edited charts")
     generations.add_argument("--model", default=None, help="the model name written in each record")
     generations.add_argument("--out", required=True)

@@ -115,7 +115,10 @@ def _describe_leaf(error: jsonschema.ValidationError, prefix: Sequence[str] = ()
     if kind in {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems"}:
         return f"config key '{key}': value {value} violates {kind} {error.validator_value}"
     if kind == "pattern":
-        return f"config key '{key}': value {value} must match {error.validator_value} (letters, digits, underscores)"
+        described = error.schema.get("description", "").split(";")[0].split(". ")[0].strip().rstrip(".")
+        return f"config key '{key}': value {value} must match {error.validator_value}" + (
+            f" ({described[0].lower()}{described[1:]})" if described else ""
+        )
     if kind == "propertyNames":
         return f"config key '{key}': {error.message}"
     return f"config key '{key}': {error.message}"

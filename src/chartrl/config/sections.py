@@ -345,6 +345,8 @@ class ModelConfig(Section):
     min_pixels: int
     max_pixels: int
     """Image processor bounds: at most max_pixels / 784 image tokens per image."""
+    revision: str | None = None
+    """The hub commit of ``path`` verl loads (its snapshot in the Hugging Face cache); None: the newest."""
 
 
 @dataclass(frozen=True)
@@ -498,10 +500,15 @@ class VerlConfig(Section):
     """The policy's attention in verl's FSDP workers (sdpa, flash_attention_2, eager)."""
     gradient_checkpointing: bool
     param_offload: bool
+    """For the actor and the reference."""
     optimizer_offload: bool
     agent_num_workers: int
     val_before_train: bool
     extra_overrides: tuple[str, ...]
+    adam_betas: tuple[float, ...] = (0.9, 0.999)
+    """verl's actor.optim.betas (the local trainer's AdamW uses 0.9, 0.98)."""
+    chat_template_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    """verl's data.apply_chat_template_kwargs, e.g. ``{"enable_thinking": False}`` for Qwen3.5."""
 
     @property
     def n_gpus(self) -> int:

@@ -13,10 +13,11 @@ Or, instead of ``files``, ``path`` names a hub dataset id (pinned by ``revision`
 one, read by ``datasets.load_dataset`` (the same call either way, as ``chartqa_hf`` reads), with ``splits``
 mapping our split names to the source's.
 
-``subsample: {<split>: {size, seed}}`` keeps a fixed sample of a split: the first ``size`` rows of the split
-shuffled as Hugging Face ``datasets`` shuffles with ``seed`` (``Dataset.shuffle(seed=seed).select(range(size))``,
-i.e. ``numpy.random.default_rng(seed).permutation(n)[:size]``), in that order: the multiple-choice recipe's test
-subset of 100 of GeoQA's 759 test questions with seed 42.
+``subsample: {<split>: {size, seed, take}}`` keeps a fixed sample of a split: the split shuffled as Hugging Face
+``datasets`` shuffles with ``seed`` (``numpy.random.default_rng(seed).permutation(n)``), then its first ``size`` rows
+(``take: first``, ``Dataset.shuffle(seed=seed).select(range(size))``) or its last (``take: last``,
+``.select(range(n - size, n))``), in that order. The multiple-choice recipe's test subset is the last 100 of GeoQA's
+759 test questions shuffled with seed 42.
 """
 
 from __future__ import annotations
@@ -84,13 +85,20 @@ def _geometry_row(
     )
 
 
-def subsample_indices(n: int, size: int, seed: int) -> list[int]:
-    """The rows ``Dataset.shuffle(seed=seed).select(range(size))`` keeps of a split of ``n`` rows, in its order
-    (``datasets`` permutes with ``numpy.random.default_rng(seed).permutation(n)``; tests/test_geoqa_recipes.py
-    checks the two agree)."""
+SUBSAMPLE_ENDS = ("first", "last")
+
+
+def subsample_indices(n: int, size: int, seed: int, take: str = "first") -> list[int]:
+    """The rows of a split of ``n`` rows that ``Dataset.shuffle(seed=seed)`` puts first (``take: first``,
+    ``.select(range(size))``) or last (``take: last``, ``.select(range(n - size, n))``), in its order (``datasets``
+    permutes with ``numpy.random.default_rng(seed).permutation(n)``; tests/test_geoqa_recipes.py checks the two
+    agree)."""
     import numpy as np
 
-    return [int(i) for i in np.random.default_rng(seed).permutation(n)[:size]]
+    if take not in SUBSAMPLE_ENDS:
+        raise ValueError(f"subsample take {take!r}: choose one of {', '.join(SUBSAMPLE_ENDS)}")
+    order = np.random.default_rng(seed).permutation(n)
+    return [int(i) for i in (order[:size] if take == "first" else order[n - size :])]
 
 
 def _hub_records(dataset: DatasetConfig, split: str, root: Path) -> tuple[list[dict[str, Any]], Path]:
@@ -121,7 +129,8 @@ def _iter_records(dataset: DatasetConfig, split: str, root: Path) -> Iterator[tu
                 f"datasets.{dataset.name}.subsample.{split}.size {sample['size']} exceeds the split's "
                 f"{len(records)} rows; lower it"
             )
-        records = [records[i] for i in subsample_indices(len(records), sample["size"], sample["seed"])]
+        take = sample.get("take", "first")
+        records = [records[i] for i in subsample_indices(len(records), sample["size"], sample["seed"], take)]
     progress = Progress(f"{dataset.name}/{split}", len(records), log, unit="rows")
     for record in records:
         progress.advance()

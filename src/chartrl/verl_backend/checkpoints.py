@@ -15,6 +15,11 @@ series names are kept by :class:`CheckpointKeeper`: while verl trains, each such
 file, into ``kept/global_step_{N}/actor/`` as soon as verl's tracker file says it is saved. Hard links cost no
 disk; when verl deletes its folder the files live on under ``kept/``.
 
+verl's list of what to delete lives in its process: after a resume it never deletes a checkpoint an earlier
+process saved, so each resume would leave ``max_actor_ckpt_to_keep`` checkpoints behind for good (about 45 GB each
+for the 3B study). Given ``keep_last``, the keeper deletes those itself once they fall out of the newest
+``keep_last`` (:func:`prune_earlier_saves`): verl never touches them, so the two never delete the same folder.
+
 An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge --backend fsdp --local_dir
 <actor> --target_dir <out>`` gathers the shards (bf16 weights; under LoRA the base weights plus ``lora_adapter/``).
 """
@@ -103,19 +108,45 @@ def keep_checkpoint(root: str | Path, step: int) -> Path | None:
     return kept / "actor"
 
 
+def prune_earlier_saves(
+    root: str | Path, earlier: Iterable[int], keep_last: int, spare: Iterable[int] = ()
+) -> list[int]:
+    """Delete the checkpoints of ``earlier`` (steps saved before this verl process started, which verl never
+    prunes) that are not among the newest ``keep_last`` complete checkpoints under ``root``; ``spare``: steps not
+    to delete yet (a named step not hard-linked aside). Returns the steps deleted."""
+    root = Path(root)
+    newest = set(sorted(_complete_in(root))[-keep_last:])
+    spared = set(spare)
+    deleted = []
+    for step in sorted(set(earlier) - newest - spared):
+        folder = root / f"global_step_{step}"
+        if folder.is_dir():
+            shutil.rmtree(folder)
+            deleted.append(step)
+    if deleted:
+        log.info("deleted checkpoints %s saved before a resume (verl prunes only its own saves)", deleted)
+    return deleted
+
+
 class CheckpointKeeper:
     """Keeps the named steps of a running verl job (:func:`keep_checkpoint`), polling every ``interval_s``
     seconds in a thread, and once more when stopped. verl deletes a checkpoint only after saving
-    ``max_actor_ckpt_to_keep`` newer ones, so a poll every few seconds never misses one."""
+    ``max_actor_ckpt_to_keep`` newer ones, so a poll every few seconds never misses one. Given ``keep_last`` (the
+    job's ``max_actor_ckpt_to_keep``), it also deletes what an earlier run of the job saved once newer checkpoints
+    replace it (:func:`prune_earlier_saves`)."""
 
-    def __init__(self, root: str | Path, steps: Iterable[int], interval_s: float = 10.0):
+    def __init__(self, root: str | Path, steps: Iterable[int], interval_s: float = 10.0, keep_last: int | None = None):
         self.root, self.steps, self.interval_s = Path(root), sorted(set(steps)), interval_s
+        self.keep_last = keep_last
         self.kept: dict[int, Path] = {}
+        self.earlier: set[int] = set()
+        """Steps saved under ``root`` before this job's verl started: the ones verl will not prune."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="checkpoint-keeper", daemon=True)
 
     def __enter__(self) -> CheckpointKeeper:
-        if self.steps:
+        self.earlier = set(_complete_in(self.root)) if self.keep_last else set()
+        if self.steps or self.earlier:
             self._thread.start()
         return self
 
@@ -131,6 +162,9 @@ class CheckpointKeeper:
                 path = keep_checkpoint(self.root, step)
                 if path is not None:
                     self.kept[step] = path
+        if self.earlier and self.keep_last:
+            unkept = [step for step in self.steps if step not in self.kept]
+            self.earlier -= set(prune_earlier_saves(self.root, self.earlier, self.keep_last, spare=unkept))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

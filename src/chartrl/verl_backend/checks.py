@@ -12,11 +12,16 @@ verl 0.9.1 splits work like this (``verl/utils/config.py`` ``validate_config``, 
 A violation surfaces on the cluster, minutes in, as ``only support equal chunk`` or a bare assertion; here it is a
 config error before the job starts. The train and rollout sections are shared with the local backend, so the
 names below are chartrl's config keys, with verl's name in brackets.
+
+The train keys the local trainer applies and verl 0.9.1 cannot (:data:`IGNORED_BY_VERL`) are warnings, not errors:
+``chartrl config check``, ``chartrl plan`` and each verl train job say which series set them and what happens.
 """
 
 from __future__ import annotations
 
-from chartrl.config import Config, RolloutConfig, TrainConfig, VerlConfig, config_check
+import re
+
+from chartrl.config import Config, LoraSettings, RolloutConfig, TrainConfig, VerlConfig, config_check
 
 
 def _multiples(base: int, near: int, count: int = 2) -> str:
@@ -79,6 +84,20 @@ def batch_problems(train: TrainConfig, rollout: RolloutConfig, verl: VerlConfig)
     return problems
 
 
+@config_check("model revision")
+def model_revision_problems(config: Config) -> list[str]:
+    """``model.revision`` pins what verl's workers load (``chartrl.verl_backend.snapshot``); the local backend
+    loads ``model.path`` as it is, so there it would pin nothing."""
+    model = config.model
+    if config.backend == "verl" or model.revision is None:
+        return []
+    return [
+        f"model.revision {model.revision} is read by the verl backend only; the local backend loads model.path as "
+        f"it is: download that commit to a folder (`hf download {model.path} --revision {model.revision} "
+        "--local-dir DIR`) and set model.path to DIR, or remove model.revision"
+    ]
+
+
 def dataset_problems(train_rows: int, val_rows: int, prompts_per_step: int) -> list[str]:
     """What the converted data must hold: verl's train loader drops a last partial batch, so fewer questions than
     one batch means zero steps."""
@@ -119,3 +138,52 @@ def gpu_limit_problem(limit: int | None, verl: VerlConfig) -> str | None:
         f"{verl.n_gpus_per_node}), but this run has {given}, so Snakemake would start verl jobs together and they "
         f"would fight over the GPUs; pass --resources gpu={gpus} (or the cluster's GPU count, to run several)"
     )
+
+
+VISION_TOWER_MODULE = "model.visual.blocks.0.mlp.up_proj"
+"""A module of Qwen2.5-VL's vision tower as PEFT names it (transformers 5), to test a LoRA exclude pattern with."""
+
+
+def vision_tower_frozen_by_lora(lora: LoraSettings) -> bool:
+    """Whether verl's LoRA leaves the vision tower untrained: the base model is frozen, and ``exclude_modules``
+    keeps adapters out of the tower (PEFT's full match)."""
+    excluded = lora.exclude_modules is not None and re.fullmatch(lora.exclude_modules, VISION_TOWER_MODULE)
+    return lora.enabled and bool(excluded)
+
+
+IGNORED_BY_VERL = {
+    "train.exclude_degenerate": (
+        "train.exclude_degenerate is true ({series}), but verl 0.9.1 cannot leave a group out of the update "
+        "(algorithm.filter_groups replaces it with new prompts: DAPO's dynamic sampling, another recipe): groups whose "
+        "rewards are all equal stay in, with advantage 0 (no gradient; their tokens count in token-mean's "
+        "denominator); set train.exclude_degenerate: false to say so"
+    ),
+    "train.lora.freeze_vision_tower": (
+        "train.lora.freeze_vision_tower is true ({series}), but verl 0.9.1 never reads actor.freeze_vision_tower: the "
+        "vision tower trains; on verl freeze it with LoRA and train.lora.exclude_modules '.*visual.*' (the frozen "
+        "base keeps it, no adapter enters it), or set freeze_vision_tower: false"
+    ),
+}
+"""Train keys verl 0.9.1 accepts and does not apply -> the warning, with ``{series}`` for the series that set it."""
+
+
+def ignored_train_keys(train: TrainConfig) -> list[str]:
+    """The keys of :data:`IGNORED_BY_VERL` that ``train`` (one series' train settings) sets."""
+    keys = []
+    if train.exclude_degenerate:
+        keys.append("train.exclude_degenerate")
+    if train.lora.freeze_vision_tower and not vision_tower_frozen_by_lora(train.lora):
+        keys.append("train.lora.freeze_vision_tower")
+    return keys
+
+
+def ignored_settings(config: Config) -> list[str]:
+    """What a verl config asks that verl 0.9.1 does not do, one line per key naming the series that set it.
+    Warnings, not errors: the run is valid, only not what the key says."""
+    if config.backend != "verl":
+        return []
+    series_by_key: dict[str, list[str]] = {}
+    for series in config.train_series:
+        for key in ignored_train_keys(config.train_of(series.id)):
+            series_by_key.setdefault(key, []).append(series.id)
+    return [IGNORED_BY_VERL[key].format(series=", ".join(ids)) for key, ids in series_by_key.items()]

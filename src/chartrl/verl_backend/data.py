@@ -11,7 +11,8 @@ One row per question::
     extra_info    {"id", "index", "question", "subset", "split", "chart_type", "bboxes" (JSON), "about" (JSON:
                    the labels the question names), "question_type",
                    "tools_kwargs": {tool: {"create_kwargs": {"bboxes": JSON}}} (tool series only)}
-    agent_name    tool_agent | single_turn_agent
+    agent_name    chartrl_tool_agent (verl's tool_agent with each pass capped: chartrl.verl_backend.agent_loop) |
+                  single_turn_agent
 
 ``extra_info`` reaches our reward function (``chartrl.verl_backend.rewards``) with the fields it reads under the
 names it reads them; the episode's tool statistics are not in it (they are what the policy does).

@@ -2,11 +2,14 @@
 
     merge     the checkpoint the series names (run.json: last, best_val or a step) -> a Hugging Face folder,
               with verl's model merger (skipped when the folder already holds that very checkpoint)
-    prepare   the test split -> verl's dataset, as the train series ``of`` saw its data (prompt, tools, agent loop)
+    prepare   the test split (its first ``evaluate.limit`` questions, ``data.val_max_samples``) -> verl's dataset,
+              as the train series ``of`` saw its data (prompt, tools, agent loop)
     generate  python -m verl.trainer.main_ppo trainer.val_only=True ... (the overrides come from the rule's
               command line, so ``snakemake -n -p`` shows them); verl dumps every generation as JSONL
     convert   the dump -> the generations contract (``chartrl.verl_backend.generations``) and the gallery, which
-              the scorers, the diagonal check and the report read as they read a local evaluation
+              the scorers, the diagonal check and the report read as they read a local evaluation; the job fails
+              unless every question prepared has its ``val_kwargs.n`` samples (verl drops an over-long prompt
+              and a failed agent loop without a word, and a score over the rest is not the test split's)
 
 The job's MLflow run is ``{series}/generate``, nested under the train series' run, tagged ``backend: verl``.
 """
@@ -104,11 +107,24 @@ def merged_model(job: VerlGenerationJob) -> tuple[Path, Path]:
     return target, actor
 
 
+def generated_rows(rows: Sequence[Any], values: Mapping[str, str]) -> list:
+    """The questions a generation job generates on: the first ``data.val_max_samples`` (``evaluate.limit``) of the
+    split, or all of it. Only these are written for verl, so verl's own draw of ``val_max_samples`` rows (a seeded
+    shuffle, ``RLHFDataset``) takes every one of them."""
+    limit = int(values.get("data.val_max_samples", -1))
+    return list(rows[:limit] if limit > 0 else rows)
+
+
+def samples_per_question(values: Mapping[str, str]) -> int:
+    """The samples verl generates per question (``val_kwargs.n``): what the dump must hold for each."""
+    return int(values.get("actor_rollout_ref.rollout.val_kwargs.n", 1))
+
+
 def prepare(job: VerlGenerationJob) -> list:
     from chartrl.data.contract import read_split
     from chartrl.verl_backend.data import write_verl_dataset
 
-    rows = read_split(job.data)
+    rows = generated_rows(read_split(job.data), override_values(job.overrides))
     write_verl_dataset(
         rows, job.files.data_file, with_tools=job.with_tools, prompts=job.prompts, tools=job.tools, model=job.model
     )
@@ -193,6 +209,7 @@ def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] | None = Non
             image_dir=job.out.parent / "images",
             model=str(actor),
             response_length=job.response_length,
+            samples_per_question=samples_per_question(override_values(job.overrides)),
         )
         draw_gallery(gallery_entries(records, rows), job.gallery, limit=job.gallery_size)
         summary = generation_summary(records)

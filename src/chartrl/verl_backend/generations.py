@@ -12,6 +12,12 @@ Our generation reward (``generation_record``) returns the row id, so each line f
 split; the response is read with ``chartrl.verl_backend.trajectory`` and each tool call run again on the chart
 (our tools are deterministic), which gives the exact tool outcome and the edited images verl does not dump.
 
+A dump can lack questions: verl drops a prompt longer than ``data.max_prompt_length`` when
+``data.filter_overlong_prompts`` is on, and an agent loop that failed, without a word. So the conversion checks
+coverage (:func:`dump_coverage`): a generation job (``chartrl.verl_backend.evaluation``) names how many samples each
+question of the split must have and fails when one has fewer, rather than score the test split on what came back;
+otherwise a shortfall is logged.
+
 What a dump cannot tell is filled as honestly as it can be: token counts are counted again from the text with the
 policy's tokenizer (image tokens are not in the decoded text: ``prompt_tokens`` and ``tool_turn_tokens`` count
 text only); ``vision_tokens_sampled`` is 0 (verl's vLLM rollout masks them out); ``truncated`` marks a final turn
@@ -21,6 +27,7 @@ without a closing answer tag whose episode used up ``response_length``.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +39,7 @@ from chartrl.errors import ChartrlError
 from chartrl.files import write_atomically
 from chartrl.verl_backend.trajectory import Trajectory, read_trajectory
 
+log = logging.getLogger(__name__)
 DUMP_FILE = re.compile(r"^(\d+)\.jsonl$")
 
 
@@ -63,6 +71,28 @@ def read_dump(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
+def dump_coverage(dump: Sequence[dict[str, Any]], rows: Sequence[Row]) -> Counter[str]:
+    """Samples the dump holds for each question of ``rows`` (0 for a question it lacks)."""
+    counts = Counter(str(line["row_id"]) for line in dump)
+    return Counter({row.id: counts[row.id] for row in rows})
+
+
+def coverage_problem(coverage: Counter[str], samples_per_question: int) -> str | None:
+    """What is wrong when a question has other than ``samples_per_question`` samples, naming the questions; None
+    when every question has exactly that many."""
+    short = [row_id for row_id, count in coverage.items() if count < samples_per_question]
+    extra = [row_id for row_id, count in coverage.items() if count > samples_per_question]
+    if not short and not extra:
+        return None
+    covered = sum(1 for count in coverage.values() if count >= samples_per_question)
+    each = f"{samples_per_question} sample{'s' if samples_per_question > 1 else ''} each"
+    found = [f"the dump covers {covered} of the {len(coverage)} questions generated on ({each})"]
+    for name, ids in (("fewer", short), ("more", extra)):
+        if ids:
+            found.append(f"{len(ids)} have {name}: {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
+    return "; ".join(found)
+
+
 def generation_records(
     dump: Sequence[dict[str, Any]],
     rows: Sequence[Row],
@@ -73,8 +103,10 @@ def generation_records(
     image_dir: str | Path,
     model: str,
     response_length: int | None = None,
+    samples_per_question: int | None = None,
 ) -> list[dict[str, Any]]:
-    """One generations-contract record per dump line (samples numbered per question in dump order)."""
+    """One generations-contract record per dump line (samples numbered per question in dump order), once the dump
+    is known to hold only questions of ``rows`` and to cover them (:func:`check_coverage`)."""
     from chartrl.answers import extract_answer
     from chartrl.rollout.conversation import chart_image, question_of
 
@@ -82,6 +114,7 @@ def generation_records(
     unknown = sorted({str(r["row_id"]) for r in dump} - set(by_id))
     if unknown:
         raise DumpError(f"the dump names rows the data does not have: {', '.join(unknown[:5])}")
+    check_coverage(dump, rows, samples_per_question)
     samples: Counter[str] = Counter()
     records = []
     for line in dump:
@@ -155,6 +188,21 @@ def _save_images(trajectory: Trajectory, folder: Path, row_id: str, sample: int)
     return paths
 
 
+def check_coverage(dump: Sequence[dict[str, Any]], rows: Sequence[Row], samples_per_question: int | None) -> None:
+    """Fail when a question of ``rows`` lacks samples (``samples_per_question`` given), else log the shortfall."""
+    coverage = dump_coverage(dump, rows)
+    if samples_per_question is not None:
+        problem = coverage_problem(coverage, samples_per_question)
+        if problem:
+            raise DumpError(
+                f"{problem}. verl drops a prompt longer than data.max_prompt_length (data.filter_overlong_prompts) "
+                "and an agent loop that failed, and scores over what came back would not be the split's: find the "
+                "failure in the job's log (or raise verl.max_prompt_length) and generate again"
+            )
+    elif missing := [row_id for row_id, count in coverage.items() if count == 0]:
+        log.warning("the dump lacks %d of the %d questions: %s", len(missing), len(coverage), ", ".join(missing[:5]))
+
+
 def convert_dump(
     dump_dir: str | Path,
     rows: Sequence[Row],
@@ -166,10 +214,13 @@ def convert_dump(
     image_dir: str | Path,
     model: str,
     response_length: int | None = None,
+    samples_per_question: int | None = None,
 ) -> list[dict[str, Any]]:
     """Read verl's dump in ``dump_dir`` and write ``out`` in the generations contract (atomically); returns the
     records. ``rows``: the split the job generated on (our contract); ``tools``: the tools offered (empty for a
-    no-tool series); ``tokenizer_path``: the policy's tokenizer (the merged checkpoint folder)."""
+    no-tool series); ``tokenizer_path``: the policy's tokenizer (the merged checkpoint folder);
+    ``samples_per_question``: the samples each question of ``rows`` must have (verl's ``val_kwargs.n``), or the
+    conversion fails naming the questions without them; None only logs a shortfall."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
@@ -186,6 +237,7 @@ def convert_dump(
         image_dir=image_dir,
         model=model,
         response_length=response_length,
+        samples_per_question=samples_per_question,
     )
     table = pa.Table.from_pylist(records, schema=SCHEMA)
     write_atomically(out, lambda tmp: pq.write_table(table, tmp, compression="zstd"))

@@ -9,12 +9,14 @@ What each group of overrides does, and why:
   has (``verl.attn_implementation``, :func:`attention_overrides`).
 - data: our contract converted to verl's RL dataset (``chartrl.verl_backend.data``), absolute paths, because
   verl's trainer and workers run as Ray actors whose working directory is not the job's.
-- rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: ``tool_agent`` with
-  ``max_assistant_turns = tools.max_tool_turns + 1`` (one tool turn: the call, then the answer), one call per turn,
-  the hermes format, and the tool YAML; a no-tool series runs ``single_turn_agent`` with no tool config.
+- rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: verl's ``tool_agent``
+  with each pass capped at ``rollout.max_new_tokens`` (``chartrl.verl_backend.agent_loop``, registered with verl
+  from ``agent_loops.yaml``), ``max_assistant_turns = tools.max_tool_turns + 1`` (one tool turn: the call, then the
+  answer), one call per turn, the hermes format, and the tool YAML; a no-tool series runs ``single_turn_agent``
+  with no tool config (its one pass is the whole response budget).
 - algorithm: GRPO advantages; ``drgrpo`` is GRPO without the std division (``norm_adv_by_std_in_grpo=False``)
   and with ``seq-mean-token-sum-norm`` over a constant ``loss_scale_factor`` = the response length budget
-  (verl's vLLM server bounds every pass by it, so it is the most tokens a response can sample); the settings come
+  (verl's agent loop cuts every response at it, so it is the most tokens a response can hold); the settings come
   from ``chartrl.train.algorithms``, the registry the local trainer uses.
 - reward: our reward as a verl custom reward function (``chartrl.verl_backend.rewards``) with its params, the
   judge settings when it judges (the key's variable NAME only), the offered tools and, when the length term is on,
@@ -39,7 +41,12 @@ REWARD_MODULE = "pkg://chartrl.verl_backend.rewards"
 GENERATION_REWARD = "generation_record"
 """The reward function of a generation (val_only) job: rule accuracy as verl's score, plus the row id that ties
 each line of verl's generation dump to its question (``chartrl.verl_backend.rewards.generation_record``)."""
-TOOL_AGENT = "tool_agent"
+TOOL_AGENT = "chartrl_tool_agent"
+"""The tool series' agent loop: verl's ``tool_agent`` with each pass capped at ``rollout.max_new_tokens``
+(``chartrl.verl_backend.agent_loop``), registered with verl from :data:`AGENT_LOOPS_FILE`."""
+AGENT_LOOPS_FILE = Path(__file__).with_name("agent_loops.yaml")
+MAX_TOKENS_PER_TURN = "max_tokens_per_turn"
+"""The key under ``actor_rollout_ref.rollout.custom`` (verl's extension point) that holds the per-pass cap."""
 SINGLE_TURN_AGENT = "single_turn_agent"
 IMAGE_TOKEN_PIXELS = 28 * 28
 """Pixels per image token of Qwen2-VL / Qwen2.5-VL (14 px patches merged 2 x 2)."""
@@ -139,11 +146,18 @@ def response_length(series: TrainSeries, config: Config) -> int:
 
 
 def model_path(config: Config, workdir: Path) -> str:
-    """The policy verl starts from: ``model.path`` (a hub id stays as it is; a local folder becomes absolute)."""
-    if config.model.path is None:
+    """The policy verl starts from, as every verl worker loads it: a local ``model.path`` made absolute; a hub id
+    pinned by ``model.revision`` as that commit's snapshot folder in the Hugging Face cache
+    (``chartrl.verl_backend.snapshot``: verl has no revision setting); a hub id without one as it is."""
+    from chartrl.verl_backend.snapshot import snapshot_folder
+
+    model = config.model
+    if model.path is None:
         return str((workdir / "results" / "models" / "base").resolve())
-    local = workdir / config.model.path
-    return str(local.resolve()) if local.exists() else config.model.path
+    local = workdir / model.path
+    if local.exists():
+        return str(local.resolve())
+    return model.path if model.revision is None else str(snapshot_folder(model.path, model.revision))
 
 
 def uses_judge(series: TrainSeries) -> bool:
@@ -184,6 +198,8 @@ def _agent_overrides(series: TrainSeries, config: Config, files: SeriesFiles) ->
         return [override(f"{rollout}.agent.default_agent_loop", SINGLE_TURN_AGENT), *common]
     return [
         override(f"{rollout}.agent.default_agent_loop", TOOL_AGENT),
+        override(f"{rollout}.agent.agent_loop_config_path", str(AGENT_LOOPS_FILE)),
+        override(f"{rollout}.custom", {MAX_TOKENS_PER_TURN: config.rollout.max_new_tokens}, add=True),
         *common,
         override(f"{rollout}.multi_turn.enable", True),
         override(f"{rollout}.multi_turn.format", "hermes"),
@@ -257,27 +273,31 @@ def _model_overrides(config: Config, workdir: Path, model: str | None = None) ->
 
 
 def _actor_overrides(config: Config) -> list[str]:
+    """The actor's optimiser, batches, clip and offload. verl 0.9.1's FSDP engine clips gradients with
+    ``actor.optim.clip_grad`` (``verl/workers/engine/fsdp/transformer_impl.py``); ``actor.grad_clip`` and
+    ``actor.freeze_vision_tower`` are accepted and never read, so neither is set (``checks.ignored_settings``
+    says what a config asks that verl does not do)."""
     train, verl = config.train, config.verl
-    actor = "actor_rollout_ref.actor"
+    actor, ref = "actor_rollout_ref.actor", "actor_rollout_ref.ref"
     return [
         override(f"{actor}.optim.lr", train.lr),
         override(f"{actor}.optim.lr_warmup_steps", train.lr_warmup_steps),
         override(f"{actor}.optim.lr_scheduler_type", train.lr_scheduler),
         override(f"{actor}.optim.min_lr_ratio", train.min_lr_ratio),
         override(f"{actor}.optim.weight_decay", train.weight_decay),
-        override(f"{actor}.optim.betas", [0.9, 0.98]),  # the local trainer's AdamW betas
+        override(f"{actor}.optim.betas", list(verl.adam_betas)),
+        override(f"{actor}.optim.clip_grad", train.grad_clip),
         override(f"{actor}.ppo_mini_batch_size", verl.ppo_mini_batch_size),
         override(f"{actor}.ppo_micro_batch_size_per_gpu", verl.ppo_micro_batch_size_per_gpu),
         override(f"{actor}.ppo_epochs", train.ppo_epochs),
         override(f"{actor}.clip_ratio", train.clip_ratio),
         override(f"{actor}.clip_ratio_low", train.clip_low),
         override(f"{actor}.clip_ratio_high", train.clip_high),
-        override(f"{actor}.grad_clip", train.grad_clip),
         override(f"{actor}.entropy_coeff", 0),
         override(f"{actor}.fsdp_config.param_offload", verl.param_offload),
         override(f"{actor}.fsdp_config.optimizer_offload", verl.optimizer_offload),
-        override("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", verl.log_prob_micro_batch_size_per_gpu),
-        *([override(f"{actor}.freeze_vision_tower", True)] if train.lora.freeze_vision_tower else []),
+        override(f"{ref}.fsdp_config.param_offload", verl.param_offload),
+        override(f"{ref}.log_prob_micro_batch_size_per_gpu", verl.log_prob_micro_batch_size_per_gpu),
     ]
 
 
@@ -297,7 +317,12 @@ def _rollout_overrides(config: Config, length: int) -> list[str]:
     ]
 
 
-def _data_overrides(config: Config, train_file: Path, val_file: Path, length: int, batch: int) -> list[str]:
+def _data_overrides(
+    config: Config, train_file: Path, val_file: Path, length: int, batch: int, *, drop_overlong: bool = True
+) -> list[str]:
+    """The data files and lengths. ``drop_overlong``: verl drops a prompt longer than ``verl.max_prompt_length``
+    (a train or validation question); a test generation keeps every question, so an over-long one fails its agent
+    loop and the job's coverage check names it (``chartrl.verl_backend.generations``)."""
     return [
         override("data.train_files", str(train_file)),
         override("data.val_files", str(val_file)),
@@ -306,10 +331,14 @@ def _data_overrides(config: Config, train_file: Path, val_file: Path, length: in
         override("data.max_prompt_length", config.verl.max_prompt_length),
         override("data.max_response_length", length),
         override("data.train_batch_size", batch),
-        override("data.filter_overlong_prompts", True),
+        override("data.filter_overlong_prompts", drop_overlong),
         override("data.truncation", "error"),
         override("data.return_raw_chat", True),
         override("data.seed", config.train.seed),
+        *(  # verl's apply_chat_template_kwargs is {}: each key is added
+            override(f"data.apply_chat_template_kwargs.{key}", value, add=True)
+            for key, value in config.verl.chat_template_kwargs.items()
+        ),
     ]
 
 
@@ -415,7 +444,7 @@ def generation_overrides(
     return [
         *_model_overrides(config, workdir, model=model_path(config, workdir) if start else str(model_dir)),
         *lora,
-        *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step),
+        *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step, drop_overlong=False),
         override("data.val_max_samples", limit if limit is not None else -1),
         *_rollout_overrides(config, length),
         *_agent_overrides(trained, config, files),
