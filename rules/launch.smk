@@ -21,18 +21,20 @@ if CFG.launcher == "ray" and _RAY_ADDRESS:
         raise WorkflowError(_problem)
 
 
-def judge_secret_names():
-    """The judge's key variables (names) for jobs that may call an OpenAI-compatible judge."""
-    judge = CFG.judge.to_dict()
-    members = [m for m in judge["panel"]["members"] if m.get("backend", judge["backend"]) == "openai"]
-    if judge["backend"] != "openai" and not members:
-        return []
-    return judge_key_names({**judge, "panel": {"members": members}})
+def judge_secrets_of(series_id):
+    """The judge's key variables (names) a train job of `series_id` needs: those of the judge or panel its reward
+    grades answers with, none for a rule-graded reward (no other launched job calls a judge: generation never
+    does, and the score jobs, which do, run outside the launcher)."""
+    from chartrl.rewards import accuracy_signal
+
+    reward = CFG.series[series_id].reward
+    return judge_key_names(CFG.judge.to_dict(), accuracy_signal(reward.name, reward.params))
 
 
-def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
+def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
     """`chartrl launch ... --`, the prefix of a train (or generate) job's command: the same job config gives the
-    same Ray submission id, so a resubmission attaches to a running twin."""
+    same Ray submission id, so a resubmission attaches to a running twin. `secrets` names the variables holding
+    the keys the job needs (judge_secrets_of), passed to a remote cluster's job only."""
     parts = [
         "chartrl launch",
         f"--launcher {CFG.launcher}",
@@ -41,7 +43,6 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
     if CFG.launcher == "ray":
         parts += [f"--num-cpus {num_cpus:g}", f"--num-gpus {num_gpus:g}"]
         parts.append(f"--env {','.join(CFG.ray.forward_env)}")
-        secrets = judge_secret_names()
         if secrets:
             parts.append(f"--secret-env {','.join(secrets)}")
         parts.append(f"--stop-timeout {CFG.ray.stop_timeout_s:g}")
@@ -57,11 +58,11 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
 VERL_JOB_GPUS = CFG.verl.n_gpus
 
 
-def local_launch(kind, name, config_text, threads=None):
+def local_launch(kind, name, config_text, threads=None, secrets=()):
     """The launcher prefix of a local-backend model job (a seed's training, a test-accuracy pass): it reserves its
     threads (evaluate.threads unless given) and ray.job_gpus."""
     threads = CFG.evaluate.threads if threads is None else threads
-    return launch_command(kind, name, config_text, threads, CFG.ray.job_gpus)
+    return launch_command(kind, name, config_text, threads, CFG.ray.job_gpus, secrets)
 
 
 _HEAD = {}

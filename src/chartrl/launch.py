@@ -10,8 +10,9 @@
 A Ray job's submission id is derived from what it runs (``chartrl-{kind}-{name}-{digest}``): submitting the same
 job while it runs attaches to it instead of starting a twin; once it has ended, a resubmission gets the next free
 id (``...-2``), since Ray never reuses one. ``ray job submit`` forwards no environment, so the launcher passes the
-variables named in ``ray.forward_env`` and the judge's key variables in the job's runtime environment; their values
-are read at submission and never written to a file or a log (only the names are logged). A SIGTERM from Snakemake
+variables named in ``ray.forward_env`` in the job's runtime environment, and the judge's key variables to the jobs
+whose reward asks a judge (:func:`judge_key_names`); their values are read at submission and never written to a
+file or a log (only the names are logged). A SIGTERM from Snakemake
 (or Ctrl-C) stops the Ray job, which otherwise would outlive its client.
 """
 
@@ -327,11 +328,19 @@ def get_launcher(name: str, **options: Any):
     return LAUNCHERS[name](**options) if name == "ray" else LAUNCHERS[name]()
 
 
-def judge_key_names(judge: Mapping[str, Any]) -> list[str]:
-    """The environment variables holding the judge's keys (top level and panel members), by name."""
-    names = [judge.get("api_key_env")]
-    names += [m.get("api_key_env") for m in judge.get("panel", {}).get("members", [])]
-    return sorted({n for n in names if n})
+def judge_key_names(judge: Mapping[str, Any], accuracy: str) -> list[str]:
+    """The environment variables (names) holding the keys a job needs whose answers are graded by ``accuracy``
+    (``chartrl.rewards.accuracy_signal``): ``judge``, the judge's key when it is an OpenAI-compatible endpoint;
+    ``panel``, those of the panel's OpenAI-compatible members (a member inherits the keys it does not set, as the
+    panel builds it); ``rule`` or ``own``, none. A job that grades by rule never holds a judge's key, so Ray never
+    records one in its runtime env (``runtime_env_agent.log``, the job API)."""
+    if accuracy == "judge":
+        graders = [judge]
+    elif accuracy == "panel":
+        graders = [{**judge, **member} for member in judge.get("panel", {}).get("members", [])]
+    else:
+        return []
+    return sorted({g["api_key_env"] for g in graders if g.get("backend") == "openai" and g.get("api_key_env")})
 
 
 def run_job(
