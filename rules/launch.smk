@@ -5,6 +5,7 @@
 # (chartrl.ray_head.join_head / leave_head), so a run that ends first never stops another run's jobs.
 import atexit
 import shlex
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -48,6 +49,8 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
         parts.append(f"--stop-timeout {CFG.ray.stop_timeout_s:g}")
         if CFG.ray.address is not None:
             parts.append(f"--ray-address {shlex.quote(CFG.ray.address)}")
+        if CFG.ray.python is not None and not LOCAL_RAY_HEAD:  # a local head records its own
+            parts.append(f"--python {shlex.quote(CFG.ray.python)}")
     return " ".join(parts) + " --"
 
 
@@ -68,12 +71,59 @@ def local_launch(kind, name, config_text, threads=None, secrets=()):
 _HEAD = {}
 
 
+def _launched_env_pythons():
+    """The Pythons of the conda environments Snakemake made (`--sdm conda`) for the jobs that run through the
+    launcher (those with a `launch` param); empty without conda. Read at onstart, when the environments exist."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+        return set()
+    return {
+        str(Path(job.conda_env.address) / "bin" / "python")
+        for job in workflow.dag.jobs
+        if job.conda_env is not None and "launch" in job.rule.params.keys()
+    }
+
+
+def head_python():
+    """The Python of the environment the local head and its jobs run: ray.python, else the conda environment
+    Snakemake made for the launched jobs, else Snakemake's own (the head's `ray` is the one beside it)."""
+    if CFG.ray.python is not None:
+        return str(Path(CFG.ray.python).absolute())  # not resolved: a venv's python is a link to its base
+    pythons = sorted(_launched_env_pythons())  # (not `conda = ...`: Snakemake reads that as its keyword)
+    if len(pythons) > 1:
+        raise WorkflowError(
+            f"the launched jobs use {len(pythons)} conda environments ({', '.join(pythons)}), and the local Ray head "
+            "runs one: set ray.python to the one its jobs need"
+        )
+    return pythons[0] if pythons else sys.executable
+
+
+def _check_head_python(python):
+    """On the verl backend the head's Python must import vLLM (verl builds its rollout replicas with it), or the
+    first job dies minutes in; refused here, before the head or any job starts."""
+    from chartrl.launch import VERL_MODULES
+    from chartrl.ray_head import python_problem
+
+    problem = python_problem(python, VERL_MODULES) if VERL else None
+    if problem:
+        raise WorkflowError(
+            f"backend: verl runs its jobs on the local Ray head, and {problem}. Set ray.python to the Python of "
+            "the GPU environment (envs/gpu.yaml; e.g. --config ray.python=/path/to/envs/chartrl-gpu/bin/python), or "
+            "run with --sdm conda, whose environment for the verl jobs the head then runs (docs/cluster.md)"
+        )
+
+
 def _start_local_head():
     from chartrl.ray_head import default_temp_dir, join_head
 
+    python = head_python()
+    _check_head_python(python)
     temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())
-    state = join_head(temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus)
-    logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir})")
+    state = join_head(
+        temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus, python=python
+    )
+    logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir}, Python {python})")
     os.environ.update(state.client_env())  # every job shell of this run submits to it
     _HEAD["state"] = state
     atexit.register(_stop_local_head)  # also on Ctrl-C, when Snakemake calls neither onsuccess nor onerror

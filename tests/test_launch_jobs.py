@@ -1,10 +1,31 @@
-"""What a launched job is given, without a cluster: the judge's keys only where its reward asks a judge."""
+"""What a launched job is given, without a cluster: the judge's keys only where its reward asks a judge, and the
+Python its environment runs (the local head's, which a verl job needs with vLLM), checked before anything runs."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
 import pytest
 
-from chartrl.launch import judge_key_names
+from chartrl.launch import Job, RayJobLauncher, judge_key_names
+from chartrl.ray_head import (
+    STATE_FILE,
+    HeadError,
+    HeadState,
+    default_temp_dir,
+    python_problem,
+    ray_executable,
+    read_state,
+    start_head,
+)
+
+from conftest import REPO, snakemake
 
 OPENAI = {"backend": "openai", "api_key_env": "OPENROUTER_API_KEY", "panel": {"members": []}}
 KEY_CASES = [
@@ -28,3 +49,108 @@ KEY_CASES = [
 @pytest.mark.parametrize("judge, accuracy, expected", KEY_CASES)
 def test_judge_keys_follow_what_the_job_grades_with(judge, accuracy, expected):
     assert judge_key_names(judge, accuracy) == expected
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Python a job runs in: the local head's environment, which a verl job needs with vLLM
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def fake_head(folder: Path, python: str) -> dict[str, str]:
+    """The client environment of a local head recorded in ``folder`` as running ``python`` (no head runs: the
+    launcher must refuse before it contacts one; the port is closed)."""
+    state = HeadState(os.getpid(), str(folder), 20000, f"http://127.0.0.1:{closed_port()}", str(folder / "t"), python)
+    (folder / STATE_FILE).write_text(json.dumps(asdict(state)))
+    return state.client_env()
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def python_with_vllm(folder: Path) -> str:
+    """An interpreter that finds a ``vllm`` package (a stand-in for the GPU environment's Python)."""
+    (folder / "site" / "vllm").mkdir(parents=True)
+    (folder / "site" / "vllm" / "__init__.py").write_text("")
+    wrapper = folder / "bin" / "python"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={folder / "site"} exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_a_chartrl_job_runs_as_its_pythons_module():
+    job = Job(("chartrl", "verl", "train", "--spec", "{}"), "s", cwd=Path("/w d"), python="/env/bin/python")
+    assert job.entrypoint() == "cd '/w d' && exec /env/bin/python -m chartrl verl train --spec '{}'"
+    assert Job(("bash", "-c", "true"), "s", cwd=Path("/w"), python="/p").entrypoint() == "cd /w && exec bash -c true"
+    assert Job(("chartrl", "train"), "s", cwd=Path("/w")).entrypoint() == "cd /w && exec chartrl train"
+
+
+@pytest.mark.parametrize(
+    "modules, expected",
+    [
+        (("json",), None),
+        (("vllm",), "cannot import vllm"),  # this environment (the CPU lock) has no vLLM
+        (("json", "vllm", "no_such_module_x"), "cannot import vllm, no_such_module_x"),
+        ((), None),
+    ],
+)
+def test_python_problem_names_the_missing_modules(modules, expected):
+    problem = python_problem(sys.executable, modules)
+    assert problem is None if expected is None else expected in problem and sys.executable in problem
+
+
+def test_python_problem_names_an_interpreter_that_does_not_run(tmp_path):
+    assert "does not run" in python_problem(str(tmp_path / "bin" / "python"), ("vllm",))
+
+
+def test_the_launcher_takes_the_local_heads_python_and_checks_it(tmp_path):
+    gpu_python = python_with_vllm(tmp_path)
+    launcher = RayJobLauncher(environ=fake_head(tmp_path, gpu_python))
+    job = launcher.checked(Job(("chartrl", "verl", "train"), "s", cwd=Path("/w")))
+    assert job.python == gpu_python and job.entrypoint() == f"cd /w && exec {gpu_python} -m chartrl verl train"
+
+
+def test_chartrl_launch_refuses_a_verl_job_on_a_head_without_vllm(tmp_path):
+    """The head runs this environment's Python (the CPU lock: no vLLM): the verl job is refused before anything is
+    submitted, naming the Python and the key to set. A local-backend job on the same head is not."""
+    env = {**os.environ, **fake_head(tmp_path, sys.executable), "PYTHONPATH": str(REPO / "src")}
+    launch = [sys.executable, "-m", "chartrl", "launch", "--launcher", "ray", "--submission-id", "x", "--"]
+    result = subprocess.run([*launch, "chartrl", "verl", "train"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"the Python {sys.executable} cannot import vllm" in result.stderr and "ray.python" in result.stderr
+    assert "cannot reach the Ray job API" not in result.stderr  # refused before any contact
+
+
+def test_the_heads_ray_is_the_one_beside_its_python(tmp_path):
+    assert ray_executable(sys.executable) == str(Path(sys.executable).parent / "ray")
+    with pytest.raises(HeadError, match=rf"no `ray` command beside {tmp_path}/bin/python .*ray\.python"):
+        ray_executable(str(tmp_path / "bin" / "python"))  # never another environment's ray from PATH
+
+
+def test_a_running_head_of_another_python_is_refused(tmp_path, monkeypatch):
+    from chartrl import ray_head
+
+    fake_head(tmp_path, "/other/env/bin/python")
+    monkeypatch.setattr(ray_head, "_alive", lambda pid: True)
+    monkeypatch.setattr(ray_head, "_api_ready", lambda state: True)
+    with pytest.raises(HeadError, match="runs the Python /other/env/bin/python, and this run needs"):
+        start_head(tmp_path, python=sys.executable)
+    assert start_head(tmp_path, python="/other/env/bin/python").python == "/other/env/bin/python"  # joined
+
+
+def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path):
+    """The README's single-node command without a GPU environment: the local head would run Snakemake's own Python
+    (no vLLM) and the first verl job would die building its rollout replicas. Refused at the start of the run,
+    before the head or any job starts."""
+    result = snakemake(
+        tmp_path, "--cores", "1", "--resources", "gpu=8", f"--configfile={REPO / 'config/gpu.yaml'}",
+        "results/data/chartqa/train.parquet", check=False, timeout=300,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"the Python {sys.executable} cannot import vllm" in output and "ray.python" in output
+    assert not (tmp_path / "results").exists()  # no job ran
+    assert read_state(default_temp_dir(tmp_path)) is None  # no head started

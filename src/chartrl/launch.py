@@ -58,11 +58,28 @@ class Job:
     (:meth:`RayJobLauncher.runtime_env`), and never logged."""
     cwd: Path = field(default_factory=Path.cwd)
     metadata: Mapping[str, str] = field(default_factory=dict)
+    python: str | None = None
+    """The interpreter a Ray job's ``chartrl`` runs in (the local head's, or ``ray.python``); None: the ``chartrl``
+    on the cluster's PATH."""
 
     def entrypoint(self) -> str:
         """The shell line a Ray job runs: in the submitting working directory (the results live there; on a
-        multi-node cluster it must be a shared filesystem), the command exec'ed so Ray's stop signal reaches it."""
-        return f"cd {shlex.quote(str(self.cwd))} && exec {shlex.join(self.command)}"
+        multi-node cluster it must be a shared filesystem), the command exec'ed so Ray's stop signal reaches it.
+        A ``chartrl`` command runs as ``<python> -m chartrl``: a bare ``chartrl`` is whichever the head's PATH
+        finds first, which need not be the environment the head's workers run."""
+        command = self.command
+        if self.python and command[0] == "chartrl":
+            command = (self.python, "-m", "chartrl", *command[1:])
+        return f"cd {shlex.quote(str(self.cwd))} && exec {shlex.join(command)}"
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What the job's Python must be able to import: vLLM for a verl job (``chartrl verl ...``), which builds
+        its rollout replicas with it."""
+        return VERL_MODULES if self.command[:2] == ("chartrl", "verl") else ()
+
+
+VERL_MODULES = ("vllm",)
 
 
 def submission_id(kind: str, name: str, config_text: str) -> str:
@@ -164,10 +181,13 @@ class RayJobLauncher:
         stop_timeout_s: float = 60.0,
         poll_s: float = 0.5,
         environ: Mapping[str, str] | None = None,
+        python: str | None = None,
     ):
         self.environ = os.environ if environ is None else environ
         self.address = ray_address(address, self.environ)
         self.stop_timeout_s, self.poll_s = stop_timeout_s, poll_s
+        self.python = python
+        """The jobs' interpreter on a cluster named by address (``ray.python``); a local head's own wins."""
         self._stop_signal: int | None = None
 
     @property
@@ -204,9 +224,39 @@ class RayJobLauncher:
             env.update({name: self.environ[name] for name in secrets})
         return env
 
+    def job_python(self) -> str | None:
+        """The interpreter the job's driver runs: the local head's own (recorded when it started: its workers run
+        it too), else the one given for the cluster (``ray.python``), else None."""
+        if self.local_head:
+            from chartrl.ray_head import read_state
+
+            state = read_state(self.environ[LOCAL_HEAD_ENV])
+            if state is not None and state.python:
+                return state.python
+        return self.python
+
+    def checked(self, job: Job) -> Job:
+        """``job`` with its interpreter; refused when, on the local head, that interpreter cannot import what the
+        job needs (vLLM for verl): the job would die minutes in, building its vLLM replicas."""
+        from dataclasses import replace
+
+        job = replace(job, python=self.job_python())
+        if self.local_head and job.modules:
+            from chartrl.ray_head import python_problem
+
+            problem = python_problem(job.python or sys.executable, job.modules)
+            if problem:
+                raise LaunchError(
+                    f"{problem}, and the local Ray head runs its jobs there ({' '.join(job.command[:3])} needs "
+                    f"{', '.join(job.modules)}). Set ray.python to the Python of the GPU environment (envs/gpu.yaml) "
+                    "and restart the run, or run Snakemake with --sdm conda, whose environment the head then uses"
+                )
+        return job
+
     # ---------------------------------------------------------------------------------------------------------
 
     def run(self, job: Job, out: TextIO = sys.stdout) -> int:
+        job = self.checked(job)
         client = self.client()
         sid = self.submit_or_attach(client, job)
 
