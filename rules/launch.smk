@@ -109,7 +109,8 @@ def _check_head_python(python):
     if problem:
         raise WorkflowError(
             f"backend: verl runs its jobs on the local Ray head, and {problem}. Set ray.python to the Python of "
-            "the GPU environment (envs/gpu.yaml; e.g. --config ray.python=/path/to/envs/chartrl-gpu/bin/python), or "
+            "the GPU environment (envs/gpu.yaml), e.g. `ray: {python: /path/to/chartrl-gpu/bin/python}` in a "
+            "--configfile overlay, or "
             "run with --sdm conda, whose environment for the verl jobs the head then runs (docs/cluster.md)"
         )
 
@@ -155,6 +156,33 @@ def _check_verl_gpu_limit():
         raise WorkflowError(problem)
 
 
+def _check_tracking_store():
+    """Jobs an executor places on other machines (Slurm) all write the MLflow store: a SQLite file there is shared
+    by nodes (chartrl.tracking.shared_sqlite_problem), refused before the first job is submitted."""
+    from chartrl.tracking import shared_sqlite_problem
+
+    if workflow.local_exec:
+        return
+    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "this executor runs the jobs on several nodes")
+    if problem:
+        raise WorkflowError(problem)
+
+
+def _warn_remote_ray_store():
+    """A Ray cluster named by RAY_ADDRESS or ray.address may place a job's driver and verl's trainer on other nodes
+    than this one (a multi-node cluster), where a SQLite store is shared; said once, at parse time."""
+    from chartrl.tracking import shared_sqlite_problem
+
+    if CFG.launcher != "ray" or LOCAL_RAY_HEAD:
+        return
+    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "the Ray cluster may run jobs on several nodes")
+    if problem:
+        logger.warning(f"if the Ray cluster has more than one node: {problem}")
+
+
+_warn_remote_ray_store()
+
+
 def _use_forkserver():
     """Local jobs run their `chartrl` command in a fork of a preloaded interpreter (chartrl.forkserver), unless
     CHARTRL_FORKSERVER is set already (`off` turns it off). The local Ray head started before it is set: its jobs
@@ -165,6 +193,7 @@ def _use_forkserver():
 
 
 onstart:
+    _check_tracking_store()
     _check_verl_gpu_limit()
     if LOCAL_RAY_HEAD:
         _start_local_head()

@@ -111,3 +111,43 @@ def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
         if line.startswith("snakemake-executor-plugin-slurm==")
     ]
     assert pins == [version("snakemake-executor-plugin-slurm")]
+
+
+PROFILE = REPO / "workflow/profiles/slurm/profile.yaml"
+
+
+def fake_slurm(folder: Path) -> Path:
+    """Slurm's commands, each recording its call in ``folder/calls`` and failing (no cluster here)."""
+    bin_dir = folder / "fakebin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "sacct", "squeue", "sinfo", "scontrol", "sacctmgr", "sshare"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {folder / "calls"}\nexit 1\n')
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def slurm_run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """A real (not dry) run of the study through the Slurm profile, against a fake Slurm."""
+    env = dict(os.environ, PATH=f"{fake_slurm(workdir)}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--profile", str(PROFILE.parent),
+         "--directory", str(workdir), "--sdm", "env-modules", "--slurm-init-seconds-before-status-checks", "1",
+         f"--configfile={REPO / 'config/gpu.yaml'}", *args,
+         "--", "results/data/chartqa/train.parquet"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def submitted(workdir: Path) -> list[str]:
+    calls = workdir / "calls"
+    return [line for line in calls.read_text().splitlines() if line.startswith("sbatch")] if calls.exists() else []
+
+
+def test_jobs_on_several_nodes_are_refused_a_sqlite_mlflow_store(tmp_path):
+    """Slurm runs the jobs on several nodes, which would all write one SQLite file on the shared filesystem:
+    refused before the first job is submitted, naming the key and the fix (an MLflow server)."""
+    result = slurm_run(tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "mlflow.tracking_uri 'sqlite:///results/mlflow.db' is a SQLite file" in output
+    assert "mlflow server" in output and submitted(tmp_path) == []
