@@ -118,6 +118,14 @@ def _check_head_python(python):
 def _start_local_head():
     from chartrl.ray_head import default_temp_dir, join_head
 
+    if not workflow.local_exec:
+        # The head's job API listens on this machine's loopback: jobs an executor places elsewhere cannot reach it.
+        raise WorkflowError(
+            "launcher: ray with no cluster named starts a local Ray head, which jobs on other nodes (this executor's) "
+            "cannot reach: set launcher: inline, as workflow/profiles/slurm does (a --config on the command line "
+            "replaces the profile's whole config list, its launcher=inline included: repeat it there), or name a "
+            "cluster (RAY_ADDRESS, ray.address)"
+        )
     python = head_python()
     _check_head_python(python)
     temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())

@@ -154,3 +154,37 @@ def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path)
     assert f"the Python {sys.executable} cannot import vllm" in output and "ray.python" in output
     assert not (tmp_path / "results").exists()  # no job ran
     assert read_state(default_temp_dir(tmp_path)) is None  # no head started
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# An inline job (a Slurm job) starts its own Ray: no RAY_ADDRESS reaches it
+# ---------------------------------------------------------------------------------------------------------------
+
+RAY_CLIENT_VARIABLES = ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "CHARTRL_LOCAL_RAY_HEAD")
+
+
+def inline_job_sees(extra_env: dict[str, str]) -> dict[str, str | None]:
+    """The Ray client variables an inline job sees when ``chartrl launch`` runs with ``extra_env``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **extra_env}
+    show = f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {list(RAY_CLIENT_VARIABLES)}}}))"
+    result = subprocess.run(
+        [sys.executable, "-m", "chartrl", "launch", "--launcher", "inline", "--submission-id", "x", "--",
+         sys.executable, "-c", show],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_an_inline_job_never_gets_a_ray_address():
+    """The Slurm plugin submits with --export=ALL, so a RAY_ADDRESS left in the submitting shell reaches the job,
+    and verl's ray.init() would join that cluster instead of starting its own on the job's node."""
+    seen = inline_job_sees({"RAY_ADDRESS": "http://login-node:8265", "RAY_AUTH_MODE": "token"})
+    assert seen["RAY_ADDRESS"] is None
+    assert seen["RAY_AUTH_MODE"] == "token"  # the user's own setting, not the workflow's head's: kept
+
+
+def test_an_inline_job_gets_none_of_the_local_heads_client_settings(tmp_path):
+    head = {"RAY_ADDRESS": "http://127.0.0.1:20001", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/t/token",
+            "CHARTRL_LOCAL_RAY_HEAD": str(tmp_path)}  # fmt: skip
+    assert inline_job_sees(head) == dict.fromkeys(RAY_CLIENT_VARIABLES)

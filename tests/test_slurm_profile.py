@@ -114,6 +114,28 @@ def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
 
 
 PROFILE = REPO / "workflow/profiles/slurm/profile.yaml"
+TOOL_SERIES_HOURS = 40  # the upper end of a tool series' 220 steps on 8 GPUs (chartrl plan; docs/cluster.md)
+
+
+def test_a_train_series_longer_than_one_allocation_is_resubmitted_to_resume():
+    """Slurm ends a job at its runtime; a train series takes longer than one allocation at many sites. The
+    profile resubmits a failed job (Snakemake's `retries`, which rules without their own take), and the resubmitted
+    train job resumes from its last checkpoint: enough allocations must cover the longest series."""
+    import yaml
+
+    profile = yaml.safe_load(PROFILE.read_text())
+    train_minutes = profile["set-resources"]["train"]["runtime"]
+    assert train_minutes <= 24 * 60  # within most GPU partitions' time limit, or sbatch refuses the job outright
+    assert (profile.get("retries", 0) + 1) * train_minutes >= TOOL_SERIES_HOURS * 60
+
+
+def test_the_profile_names_no_placeholder_account():
+    """A placeholder account is refused by sbatch at the first job; with none, the plugin takes the user's default
+    account (sacct), and a site that needs one sets it on the command line (docs/cluster.md)."""
+    import yaml
+
+    profile = yaml.safe_load(PROFILE.read_text())
+    assert "slurm_account" not in profile["default-resources"]
 
 
 def fake_slurm(folder: Path) -> Path:
@@ -151,3 +173,22 @@ def test_jobs_on_several_nodes_are_refused_a_sqlite_mlflow_store(tmp_path):
     assert result.returncode != 0
     assert "mlflow.tracking_uri 'sqlite:///results/mlflow.db' is a SQLite file" in output
     assert "mlflow server" in output and submitted(tmp_path) == []
+
+
+def test_a_local_ray_head_is_refused_when_the_jobs_run_on_other_nodes(tmp_path):
+    """A --config on the command line replaces the profile's config list, its launcher=inline with it: the
+    workflow would start a local Ray head whose loopback job API no Slurm job can reach. Refused before any job."""
+    result = slurm_run(tmp_path, "--config", "mlflow={tracking_uri: 'http://mlflow-host:5000'}")
+    assert result.returncode != 0 and "set launcher: inline" in result.stdout + result.stderr
+    assert submitted(tmp_path) == []
+
+
+def test_with_an_mlflow_server_the_jobs_are_submitted_and_a_failed_one_resubmitted(tmp_path):
+    """The control: the same run with a server's address gets as far as sbatch, which the fake Slurm refuses; the
+    job is submitted again as often as the profile's `retries` says (what resumes a train series cut by its
+    runtime)."""
+    import yaml
+
+    # (the profile's own `config: [launcher=inline]` is replaced by a --config given here: repeated)
+    slurm_run(tmp_path, "--config", "launcher=inline", "mlflow={tracking_uri: 'http://mlflow-host:5000'}")
+    assert len(submitted(tmp_path)) == 1 + yaml.safe_load(PROFILE.read_text())["retries"]

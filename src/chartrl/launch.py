@@ -1,7 +1,8 @@
 """How a train or generate job runs, for either backend: one registry of launchers, chosen by ``launcher:``.
 
 - ``inline``: the command replaces the launcher's own process (``exec``): the job runs in the rule's process,
-  with the rule's environment; for debugging and for tests that do not exercise Ray.
+  with the rule's environment less RAY_ADDRESS (a verl job starts its own Ray on its node); for a Slurm job, for
+  debugging and for tests that do not exercise Ray.
 - ``ray``: the command is submitted as a Ray job to the cluster at ``RAY_ADDRESS`` (or ``ray.address``; the
   workflow sets ``RAY_ADDRESS`` to the local head it starts when neither is given), so Ray places concurrent jobs
   on the CPUs and GPUs they reserve. The launcher streams the job's log, and its exit code mirrors the job's
@@ -92,17 +93,35 @@ class InlineLauncher:
     name = "inline"
 
     def run(self, job: Job, out: TextIO = sys.stdout) -> int:
-        """Replace this process with the command (never returns)."""
+        """Replace this process with the command (never returns), without the variables that point a Ray client
+        at a cluster (:func:`inline_environment`)."""
         out.flush()
         os.chdir(job.cwd)
-        os.execvp(job.command[0], list(job.command))
-        raise AssertionError("unreachable: execvp returns only by raising")
+        os.execvpe(job.command[0], list(job.command), inline_environment(os.environ))
+        raise AssertionError("unreachable: execvpe returns only by raising")
 
 
 ACTIVE = ("PENDING", "RUNNING")
 LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
 """Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
+LOCAL_HEAD_CLIENT_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
+"""What the workflow sets besides RAY_ADDRESS for the clients of its local head (``ray_head.HeadState``)."""
 SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+def inline_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an inline job: ``environ`` without RAY_ADDRESS (and the local head's token settings when
+    they come from it). An inline verl job starts its own Ray on its node (verl's ``ray.init()``), but
+    ``ray.init()`` joins the cluster RAY_ADDRESS names when it is set, and a Slurm job gets the submitting shell's
+    whole environment (the Slurm plugin submits with ``--export=ALL``): a RAY_ADDRESS left in that shell would send
+    the job's workers to another cluster, or hang it."""
+    dropped = {"RAY_ADDRESS", LOCAL_HEAD_ENV}
+    if environ.get(LOCAL_HEAD_ENV):
+        dropped.update(LOCAL_HEAD_CLIENT_ENV)
+    present = sorted(name for name in dropped if name in environ)
+    if present:
+        log.info("inline job: not passing %s (the job starts its own Ray, if any)", ", ".join(present))
+    return {name: value for name, value in environ.items() if name not in dropped}
 
 
 GCS_PORT, CLIENT_PORT, JOB_API_PORT = 6379, 10001, 8265
