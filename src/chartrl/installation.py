@@ -16,8 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-import chartrl
-
 SOURCE_ENV = "CHARTRL_SOURCE"
 """The checkout's root when jobs run elsewhere (as the post-deploy scripts read it); default: the working folder."""
 SHOWN_FILES = 5
@@ -48,7 +46,7 @@ def stale_install_problem(source_root: str | Path | None = None) -> str | None:
     or PYTHONPATH), a copy with the same files, or there is no checkout there to compare with."""
     root = Path(source_root or os.environ.get(SOURCE_ENV) or Path.cwd())
     source = (root / "src" / "chartrl").resolve()
-    installed = Path(chartrl.__file__).parent.resolve()
+    installed = Path(__file__).resolve().parent  # the package this very module was imported from
     if installed == source or not (source / "__init__.py").is_file():
         return None
     differing = differing_files(installed, source)

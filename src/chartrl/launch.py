@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from chartrl import forkserver
 from chartrl.config import Config, config_check
 from chartrl.errors import ChartrlError
+from chartrl.ray_head import ACTIVE, LOCAL_HEAD_ENV, python_problem, read_state
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +102,6 @@ class InlineLauncher:
         raise AssertionError("unreachable: execvpe returns only by raising")
 
 
-ACTIVE = ("PENDING", "RUNNING")
-LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
-"""Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
 LOCAL_HEAD_CLIENT_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
 """What the workflow sets besides RAY_ADDRESS for the clients of its local head (``ray_head.HeadState``)."""
 SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
@@ -247,8 +245,6 @@ class RayJobLauncher:
         """The interpreter the job's driver runs: the local head's own (recorded when it started: its workers run
         it too), else the one given for the cluster (``ray.python``), else None."""
         if self.local_head:
-            from chartrl.ray_head import read_state
-
             state = read_state(self.environ[LOCAL_HEAD_ENV])
             if state is not None and state.python:
                 return state.python
@@ -261,8 +257,6 @@ class RayJobLauncher:
 
         job = replace(job, python=self.job_python())
         if self.local_head and job.modules:
-            from chartrl.ray_head import python_problem
-
             problem = python_problem(job.python or sys.executable, job.modules)
             if problem:
                 raise LaunchError(

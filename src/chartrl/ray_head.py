@@ -54,9 +54,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from chartrl.errors import ChartrlError
-from chartrl.launch import ACTIVE, LOCAL_HEAD_ENV
 
 log = logging.getLogger(__name__)
+ACTIVE = ("PENDING", "RUNNING")
+"""The statuses of a Ray job that has not ended."""
+LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
+"""Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
 PORTS_PER_HEAD = 100
 STATE_FILE = "chartrl-head.json"
 USERS_DIR = "chartrl-runs"
