@@ -21,6 +21,7 @@ from pathlib import Path
 from chartrl.commands.spec import read_job_spec
 from chartrl.config import ConfigError
 from chartrl.errors import UsageError
+from chartrl.verl_backend.driver import refuse_an_old_driver
 
 log = logging.getLogger(__name__)
 SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl")
@@ -45,6 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from chartrl.commands.train import series_from, train_spec
     from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
     from chartrl.verl_backend.job import VerlTrainJob, run_train_job
+
+    refuse_an_old_driver()  # before verl starts, on the node it runs on
 
     spec = train_spec(args.spec, SPEC_SECTIONS)
     overrides = [o for o in args.overrides if o != "--"]
@@ -78,6 +81,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
     from chartrl.verl_backend.job import override_values
 
+    refuse_an_old_driver()  # before verl starts, on the node it runs on
+
     holds = "the eval series and its train series (`of`), as the generate rule writes"
     spec = read_job_spec(args.spec, GENERATE_SECTIONS, entries=("series", "of"), with_ids=("series", "of"), holds=holds)
     overrides = [o for o in args.overrides if o != "--"]
@@ -107,6 +112,8 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
     from chartrl.commands.shortcut import read_spec
     from chartrl.config import PromptConfig, model_config, tools_config
     from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
+
+    refuse_an_old_driver()  # before verl starts, on the node it runs on
 
     spec, settings = read_spec(args.spec, ("prompts", "tools", "model", "rollout", "verl"))
     overrides = [o for o in args.overrides if o != "--"]
