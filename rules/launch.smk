@@ -71,18 +71,19 @@ def local_launch(kind, name, config_text, threads=None, secrets=()):
 _HEAD = {}
 
 
+def _launched_jobs():
+    """The jobs of this run that go through the launcher (those with a `launch` param), read at onstart."""
+    return [job for job in workflow.dag.needrun_jobs() if "launch" in job.rule.params.keys()]
+
+
 def _launched_env_pythons():
     """The Pythons of the conda environments Snakemake made (`--sdm conda`) for the jobs that run through the
-    launcher (those with a `launch` param); empty without conda. Read at onstart, when the environments exist."""
+    launcher; empty without conda. Read at onstart, when the environments exist."""
     from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
     if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         return set()
-    return {
-        str(Path(job.conda_env.address) / "bin" / "python")
-        for job in workflow.dag.jobs
-        if job.conda_env is not None and "launch" in job.rule.params.keys()
-    }
+    return {str(Path(job.conda_env.address) / "bin" / "python") for job in _launched_jobs() if job.conda_env}
 
 
 def head_python():
@@ -203,7 +204,7 @@ def _use_forkserver():
 onstart:
     _check_tracking_store()
     _check_verl_gpu_limit()
-    if LOCAL_RAY_HEAD:
+    if LOCAL_RAY_HEAD and _launched_jobs():  # a run of other jobs only (the data stage on a CPU node) needs none
         _start_local_head()
     _use_forkserver()
 

@@ -147,13 +147,25 @@ def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path)
     before the head or any job starts."""
     result = snakemake(
         tmp_path, "--cores", "1", "--resources", "gpu=8", f"--configfile={REPO / 'config/gpu.yaml'}",
-        "results/data/chartqa/train.parquet", check=False, timeout=300,
+        "results/runs/e1/run.json", check=False, timeout=300,
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert f"the Python {sys.executable} cannot import vllm" in output and "ray.python" in output
-    assert not (tmp_path / "results").exists()  # no job ran
+    assert not (tmp_path / "results").exists()  # no job ran (the data jobs before e1's training neither)
     assert read_state(default_temp_dir(tmp_path)) is None  # no head started
+
+
+def test_a_run_without_launched_jobs_starts_no_head(tmp_path):
+    """The data stage of the study, checked on a CPU node before any GPU is booked: no verl job, so no head and no
+    vLLM needed (the data job itself fails here: there is no ChartQA download in this folder)."""
+    result = snakemake(
+        tmp_path, "--cores", "1", "--resources", "gpu=8", f"--configfile={REPO / 'config/gpu.yaml'}",
+        "results/data/chartqa/train.parquet", check=False, timeout=300,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert "vllm" not in output and "local Ray head" not in output
+    assert (tmp_path / "results/logs/data/chartqa/train.log").exists()  # the data job ran
 
 
 # ---------------------------------------------------------------------------------------------------------------
