@@ -45,6 +45,20 @@ def test_a_copy_older_than_the_checkout_is_refused(tmp_path):
     assert "rewards/symbolic.py differ" in result.stderr and f"pip install --no-deps -e {REPO}" in result.stderr
 
 
+def test_a_verl_job_checks_the_copy_of_the_environment_it_runs_in(tmp_path):
+    """A Ray job's driver runs in the head's environment (ray.python), which may be another than its launcher's:
+    the verl job itself refuses an older copy there, before verl starts."""
+    copy = installed_copy(tmp_path)
+    (copy / "judge" / "prompt.py").write_text((copy / "judge" / "prompt.py").read_text() + "\n# older\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "CHARTRL_SOURCE": str(REPO), "CHARTRL_FORKSERVER": "off"}
+    result = subprocess.run(
+        [sys.executable, "-m", "chartrl", "verl", "train", "--spec", "{}", "--train", "t", "--val", "v", "--out", "o",
+         "--", "trainer.total_training_steps=1"],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1 and "judge/prompt.py differ" in result.stderr
+
+
 def test_the_checkouts_own_code_and_an_identical_copy_run(tmp_path):
     assert launch(REPO / "src").returncode == 0  # editable, as .venv and the post-deploy scripts install it
     installed_copy(tmp_path)

@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from chartrl.errors import ChartrlError
+
 SOURCE_ENV = "CHARTRL_SOURCE"
 """The checkout's root when jobs run elsewhere (as the post-deploy scripts read it); default: the working folder."""
 SHOWN_FILES = 5
@@ -61,3 +63,14 @@ def stale_install_problem(source_root: str | Path | None = None) -> str | None:
         f"{sys.executable} -m pip install --no-deps -e {root} (the post-deploy scripts of envs/ do, for an "
         "environment Snakemake creates)"
     )
+
+
+class StaleInstall(ChartrlError):
+    """The chartrl this Python imports is an older copy of the checkout's code."""
+
+
+def refuse_a_stale_install(source_root: str | Path | None = None) -> None:
+    """Raise :class:`StaleInstall` when :func:`stale_install_problem` finds one."""
+    problem = stale_install_problem(source_root)
+    if problem:
+        raise StaleInstall(problem)

@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from chartrl.installation import stale_install_problem
-from chartrl.launch import LAUNCHERS, Job, LaunchError, main_command, run_job
+from chartrl.installation import refuse_a_stale_install
+from chartrl.launch import LAUNCHERS, Job, main_command, run_job
 
 
 def _names(values: list[str]) -> tuple[str, ...]:
@@ -18,9 +18,7 @@ def _names(values: list[str]) -> tuple[str, ...]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    stale = stale_install_problem()  # every model job starts here, in the rule's environment
-    if stale:
-        raise LaunchError(stale)
+    refuse_a_stale_install()  # every model job starts here, in the rule's environment
     job = Job(
         command=main_command(args.command),
         submission_id=args.submission_id,

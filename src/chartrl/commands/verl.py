@@ -21,10 +21,18 @@ from pathlib import Path
 from chartrl.commands.spec import read_job_spec
 from chartrl.config import ConfigError
 from chartrl.errors import UsageError
+from chartrl.installation import refuse_a_stale_install
 from chartrl.verl_backend.driver import refuse_an_old_driver
 
 log = logging.getLogger(__name__)
 SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl")
+
+
+def before_verl_starts() -> None:
+    """What a verl job checks on the node it runs on, in the environment it runs (a Ray job's may be another than
+    its launcher's: ray.python): a driver its CUDA wheels run on, and the checkout's code."""
+    refuse_an_old_driver()
+    refuse_a_stale_install()
 
 
 def cmd_overrides(args: argparse.Namespace) -> int:
@@ -47,7 +55,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
     from chartrl.verl_backend.job import VerlTrainJob, run_train_job
 
-    refuse_an_old_driver()  # before verl starts, on the node it runs on
+    before_verl_starts()
 
     spec = train_spec(args.spec, SPEC_SECTIONS)
     overrides = [o for o in args.overrides if o != "--"]
@@ -81,7 +89,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
     from chartrl.verl_backend.job import override_values
 
-    refuse_an_old_driver()  # before verl starts, on the node it runs on
+    before_verl_starts()
 
     holds = "the eval series and its train series (`of`), as the generate rule writes"
     spec = read_job_spec(args.spec, GENERATE_SECTIONS, entries=("series", "of"), with_ids=("series", "of"), holds=holds)
@@ -113,7 +121,7 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
     from chartrl.config import PromptConfig, model_config, tools_config
     from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
 
-    refuse_an_old_driver()  # before verl starts, on the node it runs on
+    before_verl_starts()
 
     spec, settings = read_spec(args.spec, ("prompts", "tools", "model", "rollout", "verl"))
     overrides = [o for o in args.overrides if o != "--"]
