@@ -111,8 +111,8 @@ def _check_head_python(python):
         raise WorkflowError(
             f"backend: verl runs its jobs on the local Ray head, and {problem}. Set ray.python to the Python of "
             "the GPU environment (envs/gpu.yaml), e.g. `ray: {python: /path/to/chartrl-gpu/bin/python}` in a "
-            "--configfile overlay, or "
-            "run with --sdm conda, whose environment for the verl jobs the head then runs (docs/cluster.md)"
+            "--configfile overlay, or run with --sdm conda, whose environment for the verl jobs the head then runs "
+            "(docs/cluster.md)"
         )
 
 
