@@ -33,6 +33,7 @@ def conda_env(args: argparse.Namespace) -> None:
     lines = [
         f"# Generated from {args.lock} by requirements/locks.py (`make envs`); do not edit by hand.",
         "# chartrl itself is installed by the post-deploy script beside this file.",
+        *[f"# {line}" for line in args.header],
         f"name: {args.name}",
         "channels:",
         "  - conda-forge",
@@ -58,6 +59,7 @@ def main() -> None:
     env.add_argument("lock")
     env.add_argument("out")
     env.add_argument("--name", required=True)
+    env.add_argument("--header", action="append", default=[], help="a comment line for the file's head")
     env.set_defaults(func=conda_env)
     args = parser.parse_args()
     args.func(args)

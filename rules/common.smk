@@ -10,6 +10,9 @@ from chartrl.tools.study_checks import tool_data_problems
 
 REPO_ROOT = Path(workflow.basedir)
 PACKAGE_DIR = REPO_ROOT / "src" / "chartrl"
+# The checkout the jobs' chartrl must be (chartrl.installation): what the conda environments' post-deploy scripts
+# install editable, and what every launched job compares its chartrl with, wherever --directory puts the results.
+os.environ.setdefault("CHARTRL_SOURCE", str(REPO_ROOT))
 
 # The same checks as `chartrl config check`: an eval series' `of`, dataset references, ... (after the schema),
 # and that the tools of the tool series have label boxes to edit.

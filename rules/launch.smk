@@ -5,6 +5,7 @@
 # (chartrl.ray_head.join_head / leave_head), so a run that ends first never stops another run's jobs.
 import atexit
 import shlex
+import sys
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -21,18 +22,20 @@ if CFG.launcher == "ray" and _RAY_ADDRESS:
         raise WorkflowError(_problem)
 
 
-def judge_secret_names():
-    """The judge's key variables (names) for jobs that may call an OpenAI-compatible judge."""
-    judge = CFG.judge.to_dict()
-    members = [m for m in judge["panel"]["members"] if m.get("backend", judge["backend"]) == "openai"]
-    if judge["backend"] != "openai" and not members:
-        return []
-    return judge_key_names({**judge, "panel": {"members": members}})
+def judge_secrets_of(series_id):
+    """The judge's key variables (names) a train job of `series_id` needs: those of the judge or panel its reward
+    grades answers with, none for a rule-graded reward (no other launched job calls a judge: generation never
+    does, and the score jobs, which do, run outside the launcher)."""
+    from chartrl.rewards import accuracy_signal
+
+    reward = CFG.series[series_id].reward
+    return judge_key_names(CFG.judge.to_dict(), accuracy_signal(reward.name, reward.params))
 
 
-def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
+def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
     """`chartrl launch ... --`, the prefix of a train (or generate) job's command: the same job config gives the
-    same Ray submission id, so a resubmission attaches to a running twin."""
+    same Ray submission id, so a resubmission attaches to a running twin. `secrets` names the variables holding
+    the keys the job needs (judge_secrets_of), passed to a remote cluster's job only."""
     parts = [
         "chartrl launch",
         f"--launcher {CFG.launcher}",
@@ -41,12 +44,13 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
     if CFG.launcher == "ray":
         parts += [f"--num-cpus {num_cpus:g}", f"--num-gpus {num_gpus:g}"]
         parts.append(f"--env {','.join(CFG.ray.forward_env)}")
-        secrets = judge_secret_names()
         if secrets:
             parts.append(f"--secret-env {','.join(secrets)}")
         parts.append(f"--stop-timeout {CFG.ray.stop_timeout_s:g}")
         if CFG.ray.address is not None:
             parts.append(f"--ray-address {shlex.quote(CFG.ray.address)}")
+        if CFG.ray.python is not None and not LOCAL_RAY_HEAD:  # a local head records its own
+            parts.append(f"--python {shlex.quote(CFG.ray.python)}")
     return " ".join(parts) + " --"
 
 
@@ -57,22 +61,79 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0):
 VERL_JOB_GPUS = CFG.verl.n_gpus
 
 
-def local_launch(kind, name, config_text, threads=None):
+def local_launch(kind, name, config_text, threads=None, secrets=()):
     """The launcher prefix of a local-backend model job (a seed's training, a test-accuracy pass): it reserves its
     threads (evaluate.threads unless given) and ray.job_gpus."""
     threads = CFG.evaluate.threads if threads is None else threads
-    return launch_command(kind, name, config_text, threads, CFG.ray.job_gpus)
+    return launch_command(kind, name, config_text, threads, CFG.ray.job_gpus, secrets)
 
 
 _HEAD = {}
 
 
+def _launched_jobs():
+    """The jobs of this run that go through the launcher (those with a `launch` param), read at onstart."""
+    return [job for job in workflow.dag.needrun_jobs() if "launch" in job.rule.params.keys()]
+
+
+def _launched_env_pythons():
+    """The Pythons of the conda environments Snakemake made (`--sdm conda`) for the jobs that run through the
+    launcher; empty without conda. Read at onstart, when the environments exist."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+        return set()
+    return {str(Path(job.conda_env.address) / "bin" / "python") for job in _launched_jobs() if job.conda_env}
+
+
+def head_python():
+    """The Python of the environment the local head and its jobs run: ray.python, else the conda environment
+    Snakemake made for the launched jobs, else Snakemake's own (the head's `ray` is the one beside it)."""
+    if CFG.ray.python is not None:
+        return str(Path(CFG.ray.python).absolute())  # not resolved: a venv's python is a link to its base
+    pythons = sorted(_launched_env_pythons())  # (not `conda = ...`: Snakemake reads that as its keyword)
+    if len(pythons) > 1:
+        raise WorkflowError(
+            f"the launched jobs use {len(pythons)} conda environments ({', '.join(pythons)}), and the local Ray head "
+            "runs one: set ray.python to the one its jobs need"
+        )
+    return pythons[0] if pythons else sys.executable
+
+
+def _check_head_python(python):
+    """On the verl backend the head's Python must import vLLM (verl builds its rollout replicas with it), or the
+    first job dies minutes in; refused here, before the head or any job starts."""
+    from chartrl.launch import VERL_MODULES
+    from chartrl.ray_head import python_problem
+
+    problem = python_problem(python, VERL_MODULES) if VERL else None
+    if problem:
+        raise WorkflowError(
+            f"backend: verl runs its jobs on the local Ray head, and {problem}. Set ray.python to the Python of "
+            "the GPU environment (envs/gpu.yaml), e.g. `ray: {python: /path/to/chartrl-gpu/bin/python}` in a "
+            "--configfile overlay, or run with --sdm conda, whose environment for the verl jobs the head then runs "
+            "(docs/cluster.md)"
+        )
+
+
 def _start_local_head():
     from chartrl.ray_head import default_temp_dir, join_head
 
+    if not workflow.local_exec:
+        # The head's job API listens on this machine's loopback: jobs an executor places elsewhere cannot reach it.
+        raise WorkflowError(
+            "launcher: ray with no cluster named starts a local Ray head, which jobs on other nodes (this executor's) "
+            "cannot reach: set launcher: inline, as workflow/profiles/slurm does (a --config on the command line "
+            "replaces the profile's whole config list, its launcher=inline included: repeat it there), or name a "
+            "cluster (RAY_ADDRESS, ray.address)"
+        )
+    python = head_python()
+    _check_head_python(python)
     temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())
-    state = join_head(temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus)
-    logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir})")
+    state = join_head(
+        temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus, python=python
+    )
+    logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir}, Python {python})")
     os.environ.update(state.client_env())  # every job shell of this run submits to it
     _HEAD["state"] = state
     atexit.register(_stop_local_head)  # also on Ctrl-C, when Snakemake calls neither onsuccess nor onerror
@@ -104,6 +165,33 @@ def _check_verl_gpu_limit():
         raise WorkflowError(problem)
 
 
+def _check_tracking_store():
+    """Jobs an executor places on other machines (Slurm) all write the MLflow store: a SQLite file there is shared
+    by nodes (chartrl.tracking.shared_sqlite_problem), refused before the first job is submitted."""
+    from chartrl.tracking import shared_sqlite_problem
+
+    if workflow.local_exec:
+        return
+    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "this executor runs the jobs on several nodes")
+    if problem:
+        raise WorkflowError(problem)
+
+
+def _warn_remote_ray_store():
+    """A Ray cluster named by RAY_ADDRESS or ray.address may place a job's driver and verl's trainer on other nodes
+    than this one (a multi-node cluster), where a SQLite store is shared; said once, at parse time."""
+    from chartrl.tracking import shared_sqlite_problem
+
+    if CFG.launcher != "ray" or LOCAL_RAY_HEAD:
+        return
+    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "the Ray cluster may run jobs on several nodes")
+    if problem:
+        logger.warning(f"if the Ray cluster has more than one node: {problem}")
+
+
+_warn_remote_ray_store()
+
+
 def _use_forkserver():
     """Local jobs run their `chartrl` command in a fork of a preloaded interpreter (chartrl.forkserver), unless
     CHARTRL_FORKSERVER is set already (`off` turns it off). The local Ray head started before it is set: its jobs
@@ -114,8 +202,9 @@ def _use_forkserver():
 
 
 onstart:
+    _check_tracking_store()
     _check_verl_gpu_limit()
-    if LOCAL_RAY_HEAD:
+    if LOCAL_RAY_HEAD and _launched_jobs():  # a run of other jobs only (the data stage on a CPU node) needs none
         _start_local_head()
     _use_forkserver()
 

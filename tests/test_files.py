@@ -82,3 +82,26 @@ def test_a_folder_has_one_writer_at_a_time_and_a_rerun_names_the_holder(tmp_path
             pass
     with sole_writer(tmp_path / "run", wait_s=60):  # a holder that is ending is waited for, not refused
         assert holder.wait(timeout=60) == 0  # it let go when its block ended, before its process did
+
+MOUNTS = """/dev/sda1 / ext4 rw,relatime 0 0
+proc /proc proc rw 0 0
+nas:/export/home /home nfs4 rw,vers=4.2 0 0
+nas:/export/scratch /scratch lustre rw 0 0
+/dev/sdb1 /scratch/local\\040disk ext4 rw 0 0
+"""
+FILESYSTEM_CASES = [
+    # (path, the filesystem it lies on: the longest mount point above it)
+    ("/home/me/chartrl/results/judge_cache.sqlite", "nfs4"),
+    ("/home", "nfs4"),  # the mount point itself
+    ("/homes/x", "ext4"),  # a sibling whose name starts the same is not under /home
+    ("/scratch/run", "lustre"),
+    ("/scratch/local disk/cache.sqlite", "ext4"),  # a mount point with a space (octal-escaped in the table)
+    ("/tmp/cache.sqlite", "ext4"),
+]
+
+
+@pytest.mark.parametrize("path, expected", FILESYSTEM_CASES)
+def test_the_filesystem_of_a_path_is_its_deepest_mount(path, expected):
+    from chartrl.files import filesystem_type
+
+    assert filesystem_type(path, MOUNTS) == expected

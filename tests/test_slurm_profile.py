@@ -111,3 +111,88 @@ def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
         if line.startswith("snakemake-executor-plugin-slurm==")
     ]
     assert pins == [version("snakemake-executor-plugin-slurm")]
+
+
+PROFILE = REPO / "workflow/profiles/slurm/profile.yaml"
+TOOL_SERIES_HOURS = 96  # `chartrl plan`'s upper bound for a tool series of gpu.yaml: 767.7 GPU-hours on 8 GPUs
+
+
+def test_a_train_series_longer_than_one_allocation_is_resubmitted_to_resume():
+    """Slurm ends a job at its runtime; a train series takes longer than one allocation at many sites. The
+    profile resubmits a failed job (Snakemake's `retries`, which rules without their own take), and the resubmitted
+    train job resumes from its last checkpoint: enough allocations must cover the longest series."""
+    import yaml
+
+    profile = yaml.safe_load(PROFILE.read_text())
+    train_minutes = profile["set-resources"]["train"]["runtime"]
+    assert train_minutes <= 24 * 60  # within most GPU partitions' time limit, or sbatch refuses the job outright
+    allocations = profile.get("retries", 0) + 1
+    assert (allocations - 1) * train_minutes >= TOOL_SERIES_HOURS * 60  # and one allocation lost to a failure
+
+
+def test_the_profile_names_no_placeholder_account():
+    """A placeholder account is refused by sbatch at the first job; with none, the plugin takes the user's default
+    account (sacct), and a site that needs one sets it on the command line (docs/cluster.md)."""
+    import yaml
+
+    profile = yaml.safe_load(PROFILE.read_text())
+    assert "slurm_account" not in profile["default-resources"]
+
+
+def fake_slurm(folder: Path) -> Path:
+    """Slurm's commands, each recording its call in ``folder/calls`` and failing (no cluster here)."""
+    bin_dir = folder / "fakebin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "sacct", "squeue", "sinfo", "scontrol", "sacctmgr", "sshare"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {folder / "calls"}\nexit 1\n')
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def slurm_run(
+    workdir: Path, *args: str, target: str = "results/data/chartqa/train.parquet"
+) -> subprocess.CompletedProcess:
+    """A real (not dry) run of the study's ``target`` through the Slurm profile, against a fake Slurm."""
+    env = dict(os.environ, PATH=f"{fake_slurm(workdir)}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--profile", str(PROFILE.parent),
+         "--directory", str(workdir), "--sdm", "env-modules", "--slurm-init-seconds-before-status-checks", "1",
+         f"--configfile={REPO / 'config/gpu.yaml'}", *args,
+         "--", target],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def submitted(workdir: Path) -> list[str]:
+    calls = workdir / "calls"
+    return [line for line in calls.read_text().splitlines() if line.startswith("sbatch")] if calls.exists() else []
+
+
+def test_jobs_on_several_nodes_are_refused_a_sqlite_mlflow_store(tmp_path):
+    """Slurm runs the jobs on several nodes, which would all write one SQLite file on the shared filesystem:
+    refused before the first job is submitted, naming the key and the fix (an MLflow server)."""
+    result = slurm_run(tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "mlflow.tracking_uri 'sqlite:///results/mlflow.db' is a SQLite file" in output
+    assert "mlflow server" in output and submitted(tmp_path) == []
+
+
+def test_a_local_ray_head_is_refused_when_the_jobs_run_on_other_nodes(tmp_path):
+    """A --config on the command line replaces the profile's config list, its launcher=inline with it: the
+    workflow would start a local Ray head whose loopback job API no Slurm job can reach. Refused before any job."""
+    server = "mlflow={tracking_uri: 'http://mlflow-host:5000'}"
+    result = slurm_run(tmp_path, "--config", server, target="results/runs/e1/run.json")  # a launched job
+    assert result.returncode != 0 and "set launcher: inline" in result.stdout + result.stderr
+    assert submitted(tmp_path) == []
+
+
+def test_with_an_mlflow_server_the_jobs_are_submitted_and_a_failed_one_resubmitted(tmp_path):
+    """The control: the same run with a server's address gets as far as sbatch, which the fake Slurm refuses; the
+    job is submitted again as often as the profile's `retries` says (what resumes a train series cut by its
+    runtime)."""
+    import yaml
+
+    # (the profile's own `config: [launcher=inline]` is replaced by a --config given here: repeated)
+    slurm_run(tmp_path, "--config", "launcher=inline", "mlflow={tracking_uri: 'http://mlflow-host:5000'}")
+    assert len(submitted(tmp_path)) == 1 + yaml.safe_load(PROFILE.read_text())["retries"]

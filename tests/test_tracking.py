@@ -3,6 +3,10 @@ extra seeds beside the main run, series described, test accuracy logged, secrets
 
 from __future__ import annotations
 
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from mlflow_workers import log_one_run
 
@@ -220,3 +224,52 @@ def test_the_experiment_opens_on_its_training_runs(settings):
     with tracking.stage_run(other, "synthchart/data", {"stage": "data"}, {}):
         pass
     assert client.get_experiment_by_name("made-by-hand").tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def gpu_raw_config(**sections) -> dict:
+    """config/gpu.yaml as read, with ``sections`` merged into it."""
+    from chartrl.config import DEFAULT_CONFIG_FILES, read_config_files
+
+    raw = read_config_files([REPO / f for f in DEFAULT_CONFIG_FILES] + [REPO / "config/gpu.yaml"])
+    for name, values in sections.items():
+        raw[name] = {**raw.get(name, {}), **values}
+    return raw
+
+
+def test_verl_on_several_nodes_is_refused_a_sqlite_store():
+    """verl's processes on several nodes (and the job's driver) would all write one SQLite file on the shared
+    filesystem, whose locks do not hold across machines: refused when the config is checked, naming the fix."""
+    from chartrl.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as raised:
+        parse_config(gpu_raw_config(verl={"nnodes": 2}))
+    message = str(raised.value)
+    assert "mlflow.tracking_uri 'sqlite:///results/mlflow.db' is a SQLite file, and verl.nnodes 2" in message
+    assert "mlflow server" in message and "http://<that host>:5000" in message
+    parse_config(gpu_raw_config(verl={"nnodes": 2}, mlflow={"tracking_uri": "http://mlflow-host:5000"}))
+    parse_config(gpu_raw_config())  # one node: the SQLite file is fine
+
+
+class AnswerEverything(BaseHTTPRequestHandler):
+    """A server that answers 404 to everything (an MLflow server behind a proxy that hides /health)."""
+
+    def do_GET(self):
+        self.send_error(404)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_mlflow_server_is_reachable_when_it_answers_at_all(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    problem = tracking.unreachable_store_problem(f"http://127.0.0.1:{closed}", timeout_s=5)
+    assert f"cannot reach the MLflow server at mlflow.tracking_uri 'http://127.0.0.1:{closed}'" in problem
+    assert tracking.unreachable_store_problem(f"sqlite:///{tmp_path}/mlflow.db") is None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AnswerEverything)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert tracking.unreachable_store_problem(f"http://127.0.0.1:{server.server_port}") is None
+    finally:
+        server.shutdown()

@@ -49,11 +49,13 @@ def verl_train_overrides(wildcards):
 
 def train_launch(wildcards):
     """The launcher prefix of a train job (rules/launch.smk). A verl job's driver reserves one CPU: verl's own
-    workers reserve the GPUs inside the cluster; a local job reserves its threads and ray.job_gpus."""
+    workers reserve the GPUs inside the cluster; a local job reserves its threads and ray.job_gpus. Only a series
+    whose reward asks a judge or panel is given the judge's key variables."""
+    secrets = judge_secrets_of(wildcards.series)
     if VERL:
         config_text = train_job_spec(wildcards) + verl_train_overrides(wildcards)
-        return launch_command("train", train_job_name(wildcards), config_text, num_cpus=1, num_gpus=0)
-    return local_launch("train", train_job_name(wildcards), train_job_spec(wildcards), CFG.train.threads)
+        return launch_command("train", train_job_name(wildcards), config_text, 1, 0, secrets)
+    return local_launch("train", train_job_name(wildcards), train_job_spec(wildcards), CFG.train.threads, secrets)
 
 
 def train_priority(wildcards):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -136,3 +137,43 @@ def sole_writer(folder: str | Path, wait_s: float = 30.0, what: str = "this fold
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)  # the pid stays: it is read only while the lock is held
+
+
+NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "fuse.glusterfs",
+     "fuse.sshfs", "fuse.cephfs", "afs", "9p", "wekafs", "panfs", "orangefs", "virtiofs"}
+)  # fmt: skip
+"""Filesystems whose files other machines share (the shared filesystems of HPC clusters among them): SQLite's WAL
+mode does not work there, and its locks are only as good as the filesystem's (sqlite.org/wal.html, "WAL does not
+work over a network filesystem"; sqlite.org/howtocorrupt.html, section 2.1)."""
+
+
+def _unescape_mount_field(field: str) -> str:
+    """A field of /proc/mounts, whose spaces, tabs, newlines and backslashes are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
+
+
+def filesystem_type(path: str | Path, mounts: str | None = None) -> str:
+    """The type of the filesystem ``path`` lies on (``ext4``, ``nfs4``, ...): that of the longest mount point above
+    it in ``mounts`` (the text of /proc/self/mounts, read when None); ``unknown`` when there is none to read."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text()
+        except OSError:
+            return "unknown"
+    target = Path(os.path.abspath(path))
+    found, depth = "unknown", -1
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = Path(_unescape_mount_field(fields[1]))
+        if (target == point or point in target.parents) and len(point.parts) > depth:
+            found, depth = fields[2], len(point.parts)
+    return found
+
+
+def on_network_filesystem(path: str | Path) -> str | None:
+    """The network filesystem type ``path`` lies on (:data:`NETWORK_FILESYSTEMS`), or None for a local one."""
+    kind = filesystem_type(path)
+    return kind if kind in NETWORK_FILESYSTEMS else None

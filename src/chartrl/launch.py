@@ -1,7 +1,8 @@
 """How a train or generate job runs, for either backend: one registry of launchers, chosen by ``launcher:``.
 
 - ``inline``: the command replaces the launcher's own process (``exec``): the job runs in the rule's process,
-  with the rule's environment; for debugging and for tests that do not exercise Ray.
+  with the rule's environment less RAY_ADDRESS (a verl job starts its own Ray on its node); for a Slurm job, for
+  debugging and for tests that do not exercise Ray.
 - ``ray``: the command is submitted as a Ray job to the cluster at ``RAY_ADDRESS`` (or ``ray.address``; the
   workflow sets ``RAY_ADDRESS`` to the local head it starts when neither is given), so Ray places concurrent jobs
   on the CPUs and GPUs they reserve. The launcher streams the job's log, and its exit code mirrors the job's
@@ -10,8 +11,9 @@
 A Ray job's submission id is derived from what it runs (``chartrl-{kind}-{name}-{digest}``): submitting the same
 job while it runs attaches to it instead of starting a twin; once it has ended, a resubmission gets the next free
 id (``...-2``), since Ray never reuses one. ``ray job submit`` forwards no environment, so the launcher passes the
-variables named in ``ray.forward_env`` and the judge's key variables in the job's runtime environment; their values
-are read at submission and never written to a file or a log (only the names are logged). A SIGTERM from Snakemake
+variables named in ``ray.forward_env`` in the job's runtime environment, and the judge's key variables to the jobs
+whose reward asks a judge (:func:`judge_key_names`); their values are read at submission and never written to a
+file or a log (only the names are logged). A SIGTERM from Snakemake
 (or Ctrl-C) stops the Ray job, which otherwise would outlive its client.
 """
 
@@ -33,6 +35,7 @@ from typing import Any, TextIO
 from chartrl import forkserver
 from chartrl.config import Config, config_check
 from chartrl.errors import ChartrlError
+from chartrl.ray_head import ACTIVE, LOCAL_HEAD_ENV, python_problem, read_state
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +60,28 @@ class Job:
     (:meth:`RayJobLauncher.runtime_env`), and never logged."""
     cwd: Path = field(default_factory=Path.cwd)
     metadata: Mapping[str, str] = field(default_factory=dict)
+    python: str | None = None
+    """The interpreter a Ray job's ``chartrl`` runs in (the local head's, or ``ray.python``); None: the ``chartrl``
+    on the cluster's PATH."""
 
     def entrypoint(self) -> str:
         """The shell line a Ray job runs: in the submitting working directory (the results live there; on a
-        multi-node cluster it must be a shared filesystem), the command exec'ed so Ray's stop signal reaches it."""
-        return f"cd {shlex.quote(str(self.cwd))} && exec {shlex.join(self.command)}"
+        multi-node cluster it must be a shared filesystem), the command exec'ed so Ray's stop signal reaches it.
+        A ``chartrl`` command runs as ``<python> -m chartrl``: a bare ``chartrl`` is whichever the head's PATH
+        finds first, which need not be the environment the head's workers run."""
+        command = self.command
+        if self.python and command[0] == "chartrl":
+            command = (self.python, "-m", "chartrl", *command[1:])
+        return f"cd {shlex.quote(str(self.cwd))} && exec {shlex.join(command)}"
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """What the job's Python must be able to import: vLLM for a verl job (``chartrl verl ...``), which builds
+        its rollout replicas with it."""
+        return VERL_MODULES if self.command[:2] == ("chartrl", "verl") else ()
+
+
+VERL_MODULES = ("vllm",)
 
 
 def submission_id(kind: str, name: str, config_text: str) -> str:
@@ -74,17 +94,32 @@ class InlineLauncher:
     name = "inline"
 
     def run(self, job: Job, out: TextIO = sys.stdout) -> int:
-        """Replace this process with the command (never returns)."""
+        """Replace this process with the command (never returns), without the variables that point a Ray client
+        at a cluster (:func:`inline_environment`)."""
         out.flush()
         os.chdir(job.cwd)
-        os.execvp(job.command[0], list(job.command))
-        raise AssertionError("unreachable: execvp returns only by raising")
+        os.execvpe(job.command[0], list(job.command), inline_environment(os.environ))
+        raise AssertionError("unreachable: execvpe returns only by raising")
 
 
-ACTIVE = ("PENDING", "RUNNING")
-LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
-"""Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
+LOCAL_HEAD_CLIENT_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
+"""What the workflow sets besides RAY_ADDRESS for the clients of its local head (``ray_head.HeadState``)."""
 SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+def inline_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an inline job: ``environ`` without RAY_ADDRESS (and the local head's token settings when
+    they come from it). An inline verl job starts its own Ray on its node (verl's ``ray.init()``), but
+    ``ray.init()`` joins the cluster RAY_ADDRESS names when it is set, and a Slurm job gets the submitting shell's
+    whole environment (the Slurm plugin submits with ``--export=ALL``): a RAY_ADDRESS left in that shell would send
+    the job's workers to another cluster, or hang it."""
+    dropped = {"RAY_ADDRESS", LOCAL_HEAD_ENV}
+    if environ.get(LOCAL_HEAD_ENV):
+        dropped.update(LOCAL_HEAD_CLIENT_ENV)
+    present = sorted(name for name in dropped if name in environ)
+    if present:
+        log.info("inline job: not passing %s (the job starts its own Ray, if any)", ", ".join(present))
+    return {name: value for name, value in environ.items() if name not in dropped}
 
 
 GCS_PORT, CLIENT_PORT, JOB_API_PORT = 6379, 10001, 8265
@@ -163,10 +198,13 @@ class RayJobLauncher:
         stop_timeout_s: float = 60.0,
         poll_s: float = 0.5,
         environ: Mapping[str, str] | None = None,
+        python: str | None = None,
     ):
         self.environ = os.environ if environ is None else environ
         self.address = ray_address(address, self.environ)
         self.stop_timeout_s, self.poll_s = stop_timeout_s, poll_s
+        self.python = python
+        """The jobs' interpreter on a cluster named by address (``ray.python``); a local head's own wins."""
         self._stop_signal: int | None = None
 
     @property
@@ -203,9 +241,35 @@ class RayJobLauncher:
             env.update({name: self.environ[name] for name in secrets})
         return env
 
+    def job_python(self) -> str | None:
+        """The interpreter the job's driver runs: the local head's own (recorded when it started: its workers run
+        it too), else the one given for the cluster (``ray.python``), else None."""
+        if self.local_head:
+            state = read_state(self.environ[LOCAL_HEAD_ENV])
+            if state is not None and state.python:
+                return state.python
+        return self.python
+
+    def checked(self, job: Job) -> Job:
+        """``job`` with its interpreter; refused when, on the local head, that interpreter cannot import what the
+        job needs (vLLM for verl): the job would die minutes in, building its vLLM replicas."""
+        from dataclasses import replace
+
+        job = replace(job, python=self.job_python())
+        if self.local_head and job.modules:
+            problem = python_problem(job.python or sys.executable, job.modules)
+            if problem:
+                raise LaunchError(
+                    f"{problem}, and the local Ray head runs its jobs there ({' '.join(job.command[:3])} needs "
+                    f"{', '.join(job.modules)}). Set ray.python to the Python of the GPU environment (envs/gpu.yaml) "
+                    "and restart the run, or run Snakemake with --sdm conda, whose environment the head then uses"
+                )
+        return job
+
     # ---------------------------------------------------------------------------------------------------------
 
     def run(self, job: Job, out: TextIO = sys.stdout) -> int:
+        job = self.checked(job)
         client = self.client()
         sid = self.submit_or_attach(client, job)
 
@@ -327,11 +391,19 @@ def get_launcher(name: str, **options: Any):
     return LAUNCHERS[name](**options) if name == "ray" else LAUNCHERS[name]()
 
 
-def judge_key_names(judge: Mapping[str, Any]) -> list[str]:
-    """The environment variables holding the judge's keys (top level and panel members), by name."""
-    names = [judge.get("api_key_env")]
-    names += [m.get("api_key_env") for m in judge.get("panel", {}).get("members", [])]
-    return sorted({n for n in names if n})
+def judge_key_names(judge: Mapping[str, Any], accuracy: str) -> list[str]:
+    """The environment variables (names) holding the keys a job needs whose answers are graded by ``accuracy``
+    (``chartrl.rewards.accuracy_signal``): ``judge``, the judge's key when it is an OpenAI-compatible endpoint;
+    ``panel``, those of the panel's OpenAI-compatible members (a member inherits the keys it does not set, as the
+    panel builds it); ``rule`` or ``own``, none. A job that grades by rule never holds a judge's key, so Ray never
+    records one in its runtime env (``runtime_env_agent.log``, the job API)."""
+    if accuracy == "judge":
+        graders = [judge]
+    elif accuracy == "panel":
+        graders = [{**judge, **member} for member in judge.get("panel", {}).get("members", [])]
+    else:
+        return []
+    return sorted({g["api_key_env"] for g in graders if g.get("backend") == "openai" and g.get("api_key_env")})
 
 
 def run_job(

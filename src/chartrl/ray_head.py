@@ -27,6 +27,12 @@ head's log) are 0600 as well.
 The head's environment is the workflow's, so its jobs inherit it (the judge's key included: it never travels
 through Ray). ``start`` returns the variables a client needs (``RAY_ADDRESS``, the token settings); the workflow
 exports them for its jobs.
+
+The head runs one Python environment, named by its interpreter (``ray.python``; by default the conda environment
+Snakemake made for the model jobs, else the workflow's own): ``ray start`` is the ``ray`` beside that interpreter, so
+Ray's workers (verl's FSDP and vLLM actors) run it, and the launcher starts each job's driver with it
+(``<python> -m chartrl ...``). A verl job needs vLLM there: :func:`python_problem` says when it is missing, before
+anything is submitted. The workflow's own Python (the CPU lock's ``.venv``) has no vLLM and a CPU-only torch.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -49,9 +54,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from chartrl.errors import ChartrlError
-from chartrl.launch import ACTIVE, LOCAL_HEAD_ENV
 
 log = logging.getLogger(__name__)
+ACTIVE = ("PENDING", "RUNNING")
+"""The statuses of a Ray job that has not ended."""
+LOCAL_HEAD_ENV = "CHARTRL_LOCAL_RAY_HEAD"
+"""Set (to the head's temp folder) with RAY_ADDRESS by the workflow when it started the local head itself."""
 PORTS_PER_HEAD = 100
 STATE_FILE = "chartrl-head.json"
 USERS_DIR = "chartrl-runs"
@@ -93,6 +101,8 @@ class HeadState:
     address: str
     """The job API, http://127.0.0.1:<dashboard port>."""
     token_path: str
+    python: str | None = None
+    """The interpreter of the environment the head runs (its ``ray`` is the one beside it), and its jobs' drivers."""
 
     def client_env(self) -> dict[str, str]:
         """What a job client (the launcher, a job's driver) needs to reach this head."""
@@ -165,19 +175,43 @@ def free_port_block(start: int = 20000, stop: int = 60000, seed: str = "") -> in
     raise HeadError(f"no block of {PORTS_PER_HEAD} free ports between {start} and {stop}; set ray.head_port")
 
 
-def ray_executable() -> str:
-    beside = Path(sys.executable).parent / "ray"
-    found = str(beside) if beside.exists() else shutil.which("ray")
-    if not found:
+def ray_executable(python: str) -> str:
+    """The ``ray`` command of ``python``'s environment: the one installed beside it (``bin/ray``). Not one found
+    on PATH: a head started by another environment's ``ray`` runs its workers in that environment's Python."""
+    beside = Path(python).parent / "ray"
+    if not beside.exists():
         raise HeadError(
-            "the `ray` command is not installed beside this Python nor on PATH (pip install 'ray[default]')"
+            f"no `ray` command beside {python} (the local Ray head's Python, ray.python): install 'ray[default]' "
+            "in that environment, or set ray.python to the Python of an environment that has it"
         )
-    return found
+    return str(beside)
+
+
+PROBE = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+"""Prints which of the modules named after it the interpreter cannot import (found, not imported: importing
+vLLM takes seconds and initialises CUDA)."""
+
+
+def python_problem(python: str, modules: tuple[str, ...]) -> str | None:
+    """Why ``python`` cannot run a job that imports ``modules`` (it does not run, or some are missing), or None."""
+    if not modules:
+        return None
+    try:
+        probe = subprocess.run(
+            [python, "-c", PROBE, *modules], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"the Python {python} does not run ({err})"
+    if probe.returncode != 0:
+        return f"the Python {python} does not run (exit {probe.returncode}: {probe.stderr.strip()[-300:]})"
+    missing = probe.stdout.split()
+    return f"the Python {python} cannot import {', '.join(missing)}" if missing else None
 
 
 def head_command(state: HeadState, num_cpus: int | None, num_gpus: int | None) -> list[str]:
     base = state.base_port
-    command = [ray_executable(), "start", "--head", "--block", "--node-ip-address", "127.0.0.1"]
+    command = [ray_executable(state.python or sys.executable), "start", "--head", "--block"]
+    command += ["--node-ip-address", "127.0.0.1"]
     command += ["--dashboard-host", "127.0.0.1", "--temp-dir", str(Path(state.temp_dir) / RAY_DIR)]
     for option, offset in PORT_OFFSETS.items():
         command += [f"--{option.replace('_', '-')}", str(base + offset)]
@@ -239,12 +273,21 @@ def start_head(
     base_port: int | None = None,
     num_cpus: int | None = None,
     num_gpus: int | None = None,
+    python: str | None = None,
     timeout_s: float = 300.0,  # a head takes 10-20 s on an idle 2-core machine, over 90 s on a loaded one
 ) -> HeadState:
-    """Start the head (or return the one already running from ``temp_dir``) and wait until its job API answers."""
+    """Start the head (or return the one already running from ``temp_dir``) and wait until its job API answers.
+    ``python`` (default: this interpreter) is the environment it runs; a running head of another is refused."""
+    python = python or sys.executable
     temp_dir = private_folder(Path(temp_dir).resolve())  # before its state file is trusted
     running = read_state(temp_dir)
     if running is not None and _alive(running.pid) and _api_ready(running):
+        if running.python != python:
+            raise HeadError(
+                f"the local Ray head of this folder ({running.address}, temp folder {temp_dir}) runs the Python "
+                f"{running.python}, and this run needs {python} (ray.python): wait for the runs using it to end, or "
+                f"stop it (chartrl ray-head stop --temp-dir {temp_dir})"
+            )
         log.info("local Ray head already running at %s (pid %d)", running.address, running.pid)
         return running
     base = base_port if base_port is not None else free_port_block(seed=str(temp_dir))
@@ -252,9 +295,12 @@ def start_head(
         raise HeadError(f"ports {base}-{base + PORTS_PER_HEAD - 1} (ray.head_port) are not all free; pick another")
     token = temp_dir / "auth_token"
     write_private(token, secrets.token_hex(32))
-    state = HeadState(0, str(temp_dir), base, f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}", str(token))
+    address = f"http://127.0.0.1:{base + PORT_OFFSETS['dashboard_port']}"
+    state = HeadState(0, str(temp_dir), base, address, str(token), python)
     env = {**os.environ, **state.client_env()}
     env.pop("RAY_ADDRESS")  # the head is not a client of itself
+    # Its environment's commands first, as an activated environment has them (what verl's workers run by name).
+    env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     # A stopped job's driver gets SIGTERM and, Ray's default, 3 s before SIGKILL: too short on a loaded machine for
     # a job to unwind and end its MLflow run KILLED (chartrl.errors.Stopped).
     env.setdefault(STOP_WAIT_ENV, str(JOB_STOP_WAIT_S))
@@ -271,7 +317,7 @@ def start_head(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    state = HeadState(process.pid, state.temp_dir, state.base_port, state.address, state.token_path)
+    state = HeadState(process.pid, state.temp_dir, state.base_port, state.address, state.token_path, python)
     while not _api_ready(state):
         if process.poll() is not None or time.monotonic() - started > timeout_s:
             stop_head(state)
@@ -391,12 +437,13 @@ def join_head(
     base_port: int | None = None,
     num_cpus: int | None = None,
     num_gpus: int | None = None,
+    python: str | None = None,
 ) -> HeadState:
     """Start the head of ``temp_dir`` or join the one running there, registering process ``pid`` (the workflow
     run, by default this process) as one of its users."""
     pid = os.getpid() if pid is None else pid
     with head_lock(temp_dir):
-        state = start_head(temp_dir, base_port=base_port, num_cpus=num_cpus, num_gpus=num_gpus)
+        state = start_head(temp_dir, base_port=base_port, num_cpus=num_cpus, num_gpus=num_gpus, python=python)
         folder = Path(state.temp_dir) / USERS_DIR
         folder.mkdir(exist_ok=True)
         (folder / str(pid)).write_text(process_start_time(pid) or "")

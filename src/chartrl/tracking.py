@@ -18,6 +18,9 @@
   left RUNNING by a job that ended (:func:`end_status`).
 - No secret reaches params or tags: any value containing the value of a secret-looking environment variable
   (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``) is refused before anything is logged.
+- A SQLite store serves the jobs of one machine. Jobs on several nodes (verl on ``verl.nnodes`` > 1, a Slurm
+  executor) need an MLflow server (:func:`shared_sqlite_problem`, checked before anything runs); a store a job
+  cannot reach fails it before its work starts (:func:`unreachable_store_problem`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from chartrl.config import MlflowSettings
+from chartrl.config import Config, MlflowSettings, config_check
 from chartrl.errors import Stopped
 
 log = logging.getLogger(__name__)
@@ -87,6 +90,60 @@ def artifact_root(tracking_uri: str) -> str | None:
     if tracking_uri.startswith("sqlite:///"):
         db = Path(tracking_uri.removeprefix("sqlite:///"))
         return (db.parent / "mlartifacts").resolve().as_uri()
+    return None
+
+
+MLFLOW_SERVER_FIX = (
+    "run one MLflow server for the study where every node reaches it, its database on that machine's local disk "
+    "(e.g. `mlflow server --backend-store-uri sqlite:////local/chartrl/mlflow.db --host 0.0.0.0 --port 5000`), and "
+    "set mlflow.tracking_uri to http://<that host>:5000 (docs/cluster.md)"
+)
+
+
+def shared_sqlite_problem(tracking_uri: str, writers: str) -> str | None:
+    """Why ``tracking_uri`` cannot take the writes of ``writers`` (jobs on several nodes), or None. A SQLite file
+    on a shared filesystem is written by every node's jobs at once, and SQLite's locks do not hold over NFS
+    (sqlite.org/howtocorrupt.html, section 2.1; its WAL mode needs shared memory, so one machine): runs and
+    metrics can be lost or the database corrupted, silently."""
+    if not tracking_uri.startswith("sqlite:"):
+        return None
+    return (
+        f"mlflow.tracking_uri {shown_uri(tracking_uri)!r} is a SQLite file, and {writers}: SQLite's locking does not "
+        f"hold across machines on a shared filesystem, so runs and metrics can be lost or the file corrupted; "
+        + MLFLOW_SERVER_FIX
+    )
+
+
+@config_check("mlflow store across nodes")
+def config_store_problems(config: Config) -> list[str]:
+    """verl on several nodes logs from several machines (its trainer's actor and the job's driver need not share
+    one): the store must be a server (the workflow checks a Slurm executor's jobs the same way)."""
+    if config.backend != "verl" or config.verl.nnodes < 2:
+        return []
+    writers = f"verl.nnodes {config.verl.nnodes} puts verl's processes on several nodes"
+    problem = shared_sqlite_problem(config.mlflow.tracking_uri, writers)
+    return [problem] if problem else []
+
+
+def unreachable_store_problem(tracking_uri: str, timeout_s: float = 10.0) -> str | None:
+    """Why this process cannot reach the MLflow server at ``tracking_uri``, or None (a SQLite store, or a server
+    that answered at all). Asked once, before a job starts its work: MLflow's own client retries a dead server for
+    minutes, and verl, whose logger gives up after three tries, trains on without tracking."""
+    import urllib.error
+    import urllib.request
+
+    if not tracking_uri.startswith(("http://", "https://")):
+        return None
+    try:
+        urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return None  # it answered (an auth proxy, an older server without /health): reachable
+    except (OSError, ValueError) as err:
+        where = f"mlflow.tracking_uri {shown_uri(tracking_uri)!r} from {os.uname().nodename}"
+        return (
+            f"cannot reach the MLflow server at {where} ({getattr(err, 'reason', err)}): start it, or set "
+            "mlflow.tracking_uri to an address this node reaches"
+        )
     return None
 
 

@@ -122,6 +122,7 @@ def test_the_train_jobs_run_the_smallest_shape(dry_run):
         assert values["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.5"
     words = dry_run["train", "e2"][0]
     assert words[words.index("--secret-env") + 1] == "OPENROUTER_API_KEY"  # the judge's key, by name
+    assert "--secret-env" not in dry_run["train", "e1"][0]  # a rule reward: no key in its Ray job
 
 
 def test_the_evaluation_reads_32_test_questions_at_the_kept_step(dry_run):

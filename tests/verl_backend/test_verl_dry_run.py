@@ -109,10 +109,19 @@ def test_e3_has_no_tool_config(commands):
     assert "algorithm.norm_adv_by_std_in_grpo=True" in words
 
 
-def test_the_judge_key_is_named_never_valued(commands):
-    # e2 and e12 call the OpenAI-compatible judge: the launcher is told the variable's name
-    words = commands["e2"]
-    assert words[words.index("--secret-env") + 1] == "OPENROUTER_API_KEY"
+JUDGED_SERIES = {"e2": "judge", "e12": "panel"}  # config/series.yaml: the rewards that ask a judge
+
+
+@pytest.mark.parametrize("series", ["e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12"])
+def test_only_a_judged_series_gets_the_judge_key_by_name(commands, series):
+    """e2 (judge) and e12 (panel) call the OpenAI-compatible judge: their launcher is told the key variable's name
+    (never its value). Every other series grades by rule: its Ray job must not carry the key, which Ray would write
+    into its runtime-env log and show in its job API."""
+    launcher = commands[series][: commands[series].index("--")]
+    if series in JUDGED_SERIES:
+        assert launcher[launcher.index("--secret-env") + 1] == "OPENROUTER_API_KEY"
+    else:
+        assert "--secret-env" not in launcher
 
 
 def test_e13_generates_with_verl_val_only_on_the_test_split(printed):

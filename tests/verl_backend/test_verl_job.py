@@ -118,6 +118,21 @@ def test_verl_training_without_mlflow_fails_the_job_naming_the_store_and_run(job
     assert not (tmp_path / "results/runs/e10/run.json").exists()
 
 
+def test_a_job_whose_mlflow_server_is_down_fails_before_verl_starts(job, tmp_path, monkeypatch):
+    """An unreachable MLflow server fails the job at once, naming the address and the node, before any data is
+    converted or verl started (which would train on without tracking once its logger gave up)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's own client would retry for minutes
+    job.mlflow = MlflowSettings(f"http://127.0.0.1:{closed}", "chartrl-test")
+    with pytest.raises(VerlJobError, match=rf"e10: cannot reach the MLflow server at .*'http://127.0.0.1:{closed}'"):
+        run_train_job(job, entry=STANDIN)
+    assert not (tmp_path / "results/runs/e10/verl").exists()  # nothing prepared, verl never started
+
+
 def test_a_tracking_uri_is_shown_without_its_credentials():
     from chartrl.tracking import shown_uri
 

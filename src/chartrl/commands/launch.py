@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from chartrl.installation import refuse_a_stale_install
 from chartrl.launch import LAUNCHERS, Job, main_command, run_job
 
 
@@ -17,6 +18,7 @@ def _names(values: list[str]) -> tuple[str, ...]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    refuse_a_stale_install()  # every model job starts here, in the rule's environment
     job = Job(
         command=main_command(args.command),
         submission_id=args.submission_id,
@@ -26,7 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         secret_names=_names(args.secret_env),
         cwd=Path.cwd(),
     )
-    options = {"address": args.ray_address, "stop_timeout_s": args.stop_timeout}
+    options = {"address": args.ray_address, "stop_timeout_s": args.stop_timeout, "python": args.python}
     return run_job(args.launcher, job, options)
 
 
@@ -35,7 +37,9 @@ def cmd_head(args: argparse.Namespace) -> int:
 
     temp_dir = Path(args.temp_dir) if args.temp_dir else default_temp_dir(Path.cwd())
     if args.action == "start":
-        state = start_head(temp_dir, base_port=args.port, num_cpus=args.num_cpus, num_gpus=args.num_gpus)
+        state = start_head(
+            temp_dir, base_port=args.port, num_cpus=args.num_cpus, num_gpus=args.num_gpus, python=args.python
+        )
         if args.json:
             print(json.dumps(state.client_env()))
         else:
@@ -61,6 +65,9 @@ def register(stages: argparse._SubParsersAction) -> None:
     )
     launch.add_argument("--ray-address", default=None, help="the cluster's job API (RAY_ADDRESS wins)")
     launch.add_argument("--stop-timeout", type=float, default=60.0, help="seconds to wait for a stopped job")
+    launch.add_argument(
+        "--python", default=None, help="the Python a Ray job's chartrl runs in (ray.python; a local head's own wins)"
+    )
     launch.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     launch.set_defaults(func=cmd_run)
 
@@ -70,5 +77,6 @@ def register(stages: argparse._SubParsersAction) -> None:
     head.add_argument("--port", type=int, default=None, help="first of 100 ports (default: a free block)")
     head.add_argument("--num-cpus", type=int, default=None)
     head.add_argument("--num-gpus", type=int, default=None)
+    head.add_argument("--python", default=None, help="the Python of the environment the head runs (default: this)")
     head.add_argument("--json", action="store_true", help="print the client environment as JSON")
     head.set_defaults(func=cmd_head)

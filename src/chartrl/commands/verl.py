@@ -16,14 +16,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from pathlib import Path
 
 from chartrl.commands.spec import given_spec, read_job_spec
 from chartrl.config import ConfigError
 from chartrl.errors import UsageError
+from chartrl.installation import refuse_a_stale_install
+from chartrl.verl_backend.driver import refuse_an_old_driver
 
 log = logging.getLogger(__name__)
 SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl")
+
+
+def before_verl_starts() -> None:
+    """What a verl job checks on the node it runs on, in the environment it runs (a Ray job's may be another than
+    its launcher's: ray.python): a driver its CUDA wheels run on (unless a test stand-in replaces verl, which needs
+    no GPU: chartrl.verl_backend.job.ENTRY_VARIABLE), and the checkout's code."""
+    from chartrl.verl_backend.job import ENTRY_VARIABLE
+
+    if not os.environ.get(ENTRY_VARIABLE):
+        refuse_an_old_driver()
+    refuse_a_stale_install()
 
 
 def cmd_overrides(args: argparse.Namespace) -> int:
@@ -46,6 +60,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
     from chartrl.rewards.registry import accuracy_signal
     from chartrl.verl_backend.job import VerlTrainJob, run_train_job
+
+    before_verl_starts()
 
     spec = train_spec(args.spec, SPEC_SECTIONS)
     overrides = [o for o in args.overrides if o != "--"]
@@ -100,6 +116,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
     from chartrl.verl_backend.job import override_values
 
+    before_verl_starts()
+
     holds = "the eval series and its train series (`of`), as the generate rule writes"
     spec = read_job_spec(args.spec, GENERATE_SECTIONS, entries=("series", "of"), with_ids=("series", "of"), holds=holds)
     overrides = [o for o in args.overrides if o != "--"]
@@ -131,6 +149,8 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
     from chartrl.commands.shortcut import read_spec
     from chartrl.config import PromptConfig, model_config, tools_config
     from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
+
+    before_verl_starts()
 
     spec, settings = read_spec(args.spec, ("prompts", "tools", "model", "rollout", "verl"))
     overrides = [o for o in args.overrides if o != "--"]

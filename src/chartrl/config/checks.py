@@ -26,6 +26,7 @@ CHECKS: dict[str, Check] = {}
 CHECK_MODULES = (
     "chartrl.data.sources",  # every dataset source's reader, with the checks of its options
     "chartrl.launch",  # ray.address
+    "chartrl.tracking",  # a SQLite MLflow store with verl on several nodes
     "chartrl.tools.registry",  # tools.names: the tools that exist
     "chartrl.verl_backend.checks",  # verl's batch arithmetic
     "chartrl.verl_backend.budget",  # each verl job's memory per GPU

@@ -523,6 +523,9 @@ class RayConfig(Section):
     """A running cluster's job API; the environment's RAY_ADDRESS wins over it."""
     head_port: int | None
     temp_dir: str | None
+    python: str | None
+    """The interpreter of the environment Ray jobs run in (the local head's); None: Snakemake's conda env's, or its
+    own."""
     num_cpus: int | None
     num_gpus: int | None
     job_gpus: float

@@ -4,19 +4,26 @@ The key is the sha256 of (backend, model, prompt-template digest, question, refe
 model or editing the prompt template starts afresh; nothing else does. Only verdicts are cached; judge failures
 are not (a rerun asks again), and the API key is never part of anything stored. Writes are buffered and
 flushed in batches, and always before a judge gives up (so a job that fails keeps every verdict it obtained).
-One cache may be shared by several judges (a panel) and threads; SQLite's WAL mode lets several processes
-share the file.
+One cache may be shared by several judges (a panel) and threads; SQLite's WAL mode lets several processes of one
+machine share the file. On a network filesystem (a cluster's shared one, where verl's reward workers on several
+nodes open the same cache) WAL does not work (it needs memory shared by the processes: sqlite.org/wal.html), so the
+cache keeps SQLite's rollback journal there, whose locks are the filesystem's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from chartrl.files import on_network_filesystem
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -40,6 +47,20 @@ def cache_key(backend: str, model: str, template_digest: str, question: str, ref
     return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()
 
 
+def journal_mode(path: Path) -> str:
+    """WAL on a local disk; SQLite's rollback journal (DELETE) on a network filesystem, where WAL cannot work."""
+    network = on_network_filesystem(path.parent)
+    if network is None:
+        return "WAL"
+    log.info(
+        "the judge cache %s is on a network filesystem (%s): using a rollback journal, not WAL; if its locks are "
+        "unreliable, set judge.cache_path to a local disk",
+        path,
+        network,
+    )
+    return "DELETE"
+
+
 @dataclass(frozen=True)
 class CachedVerdict:
     """A verdict as the cache keeps it: its score and the judge's whole reply (what a fresh verdict shows)."""
@@ -61,7 +82,7 @@ class VerdictCache:
         )
         with self._lock:
             if self.path is not None:
-                self._connection.execute("PRAGMA journal_mode=WAL")
+                self._connection.execute(f"PRAGMA journal_mode={journal_mode(self.path)}")
             self._connection.execute(SCHEMA)
             self._connection.commit()
         self._pending: list[tuple] = []

@@ -261,7 +261,12 @@ def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict
 
 
 def _run_train_job(job: VerlTrainJob, entry: Sequence[str]) -> dict[str, Any]:
+    from chartrl.tracking import unreachable_store_problem
+
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
+    problem = unreachable_store_problem(job.mlflow.tracking_uri)  # before any work: see finish() for why
+    if problem:
+        raise VerlJobError(f"series {job.series.id}: {problem}")
     counts = prepare(job)
     log.info("%s: verl data written (%d train, %d val questions)", job.series.id, counts["train"], counts["val"])
     run = start_tracking(job)
