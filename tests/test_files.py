@@ -83,6 +83,7 @@ def test_a_folder_has_one_writer_at_a_time_and_a_rerun_names_the_holder(tmp_path
     with sole_writer(tmp_path / "run", wait_s=60):  # a holder that is ending is waited for, not refused
         assert holder.wait(timeout=60) == 0  # it let go when its block ended, before its process did
 
+
 MOUNTS = """/dev/sda1 / ext4 rw,relatime 0 0
 proc /proc proc rw 0 0
 nas:/export/home /home nfs4 rw,vers=4.2 0 0

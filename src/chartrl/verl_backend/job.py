@@ -278,7 +278,10 @@ def _run_train_job(job: VerlTrainJob, entry: Sequence[str]) -> dict[str, Any]:
     log.info("running verl: %s", " ".join(command[:3]) + f" ... ({len(command) - 3} overrides)")
     from chartrl.verl_backend.checkpoints import CheckpointKeeper
 
-    with CheckpointKeeper(job.files.checkpoints, job.keep_steps, float(os.environ.get(KEEPER_POLL_ENV, 10))):
+    poll_s = float(os.environ.get(KEEPER_POLL_ENV, 10))
+    # keep_last: verl prunes only what this run of it saved; the keeper prunes what an earlier attempt of the job
+    # saved (a resumed run), once newer checkpoints replace it
+    with CheckpointKeeper(job.files.checkpoints, job.keep_steps, poll_s, keep_last=job.train.keep_last):
         code = run_verl(command, env)
     if code != 0:
         run.finish("FAILED")
