@@ -539,6 +539,8 @@ class EvaluateConfig(Section):
     gallery_size: int
     year_rule: str
     curve_rows: int
+    hacking_drift: float
+    """The least judge-over-rule drift the diagonal check flags (schema: evaluate.hacking_drift)."""
 
 
 @dataclass(frozen=True)
