@@ -25,6 +25,7 @@ from typing import Any
 
 from chartrl.config import Config
 from chartrl.report.comparisons import comparison_panels
+from chartrl.report.order import generations_in_order
 
 # A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
 # verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
@@ -213,7 +214,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         out.append(_panel(metrics, f"test_accuracy/{condition}", f"Test accuracy: {title}", data, reason))
     pairs = [
         f"{a.id} - {b.id}"
-        for generation in sorted({s.generation for s in config.train_series})
+        for generation in generations_in_order(config)
         for a in config.train_series
         if a.generation == generation and a.tools
         for b in config.train_series
@@ -275,7 +276,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
-    generations = sorted({s.generation for s in config.train_series})
+    generations = generations_in_order(config)
     from chartrl.report import testcurves
     from chartrl.report.recipes import recipe_panels
     from chartrl.report.rerank import rerank_panels
