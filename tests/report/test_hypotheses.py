@@ -109,9 +109,8 @@ def test_each_metric_is_read_from_the_run_and_tested(run):
         ("v1", "test_accuracy_pie", ["e1", "e3"], "greater", 0.0),
         ("control", "test_accuracy", ["e1"], "greater", 0.5),
     )
-    found = collect_hypotheses(config, results, records, diagonals)
-    by_id = {h["id"]: h for h in found}
-    assert [h["generation"] for h in found] == ["v1"] * 7 + ["v2", "v3", "control"]  # by generation, then config order
+    by_id = collect_hypotheses(config, results, records, diagonals)
+    assert [h["generation"] for h in by_id.values()] == ["v1"] * 7 + ["v2", "v3", "control"]  # by generation, then config order
     assert by_id["h0"]["difference"]["mean"] == pytest.approx(45 / 100) and by_id["h0"]["verdict"] == "supported"
     assert by_id["h1"]["difference"]["n"] == 60 and by_id["h1"]["difference"]["mean"] == pytest.approx(0.75)
     assert by_id["h1"]["verdict"] == "supported"  # 0.75 on value questions, its interval above the 0.5 margin
@@ -140,7 +139,7 @@ def test_a_drift_and_a_validation_hypothesis_without_their_files_say_what_is_mis
         ("v2", "drift", ["e8"], "not_greater", 0.1),
         ("v1", "val_accuracy", ["e1", "e3"], "greater", 0.0),
     )
-    found = collect_hypotheses(config, tmp_path, {}, {})
+    found = list(collect_hypotheses(config, tmp_path, {}, {}).values())
     assert [h["verdict"] for h in found] == ["untested", "untested"]
     assert "e8: no diagonal check reads its checkpoint" in found[1]["reason"]
     assert found[0]["reason"] == "e1, e3: no results/runs/{series}/val_items.jsonl"

@@ -83,7 +83,7 @@ def matched_steps(config: Config, train: Mapping[str, Any]) -> dict[str, Any]:
 
 def test_results(results: Path, config: Config) -> dict[str, Any]:
     out = {}
-    for series in config.eval_series:
+    for series in in_order(config.eval_series):
         scores = {}
         for scorer in series.scorers:
             data = _read_json(results / "eval" / series.id / f"scores_{scorer}.json")
@@ -105,8 +105,11 @@ def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     for item in data["items"]:
         by_type.setdefault(item["question_type"], []).append(item["score"])
     by_type["all"] = [item["score"] for item in data["items"]]
+    calls = data.get("tool_call_rate")
     return {
         **{key: data.get(key) for key in SUMMARY_KEYS},
+        # executed calls among the calls (the rollout statistics the local rule records), where any call was made
+        "tool_success": (data.get("protocol") or {}).get("executed_call_rate") if calls else None,
         "by_question_type": {
             qtype: bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
             for qtype, scores in sorted(by_type.items())
@@ -122,20 +125,30 @@ def _scores_by_type(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
-    """Test accuracy per question type of every train series and of the warm-started start (tools on and off),
-    each with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a
-    paired bootstrap over the same test questions."""
-    from chartrl.evaluate.intervals import bootstrap_paired_gap
-
-    sources: dict[str, str] = {}
+def raw_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
+    """The test_accuracy files of the warm-started start (tools on and off) and of every train series, by
+    generation (on verl: read from eval series' generations, :func:`verl_test_accuracy`), and on verl the eval
+    series each was read from."""
     if config.backend == "verl":
         raw, sources = verl_test_accuracy(results, config)
-    else:
-        files = {s.id: results / "eval" / s.id / "test_accuracy.json" for s in config.train_series}
-        files["warmstart (tools)"] = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
-        files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
-        raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
+        return {s.id: raw[s.id] for s in in_order(config.train_series) if s.id in raw}, sources
+    files = {
+        "warmstart (tools)": results / "eval" / "warmstart" / "test_accuracy_tools_on.json",
+        "warmstart (no tool)": results / "eval" / "warmstart" / "test_accuracy_tools_off.json",
+    }
+    files.update({s.id: results / "eval" / s.id / "test_accuracy.json" for s in in_order(config.train_series)})
+    return {name: data for name, path in files.items() if (data := _read_json(path)) is not None}, {}
+
+
+def test_accuracy(
+    results: Path, config: Config, loaded: tuple[dict[str, Any], dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """Test accuracy per question type of the warm-started start (tools on and off) and every train series, each
+    with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a paired
+    bootstrap over the same test questions. ``loaded``: :func:`raw_test_accuracy`'s result, read once."""
+    from chartrl.evaluate.intervals import bootstrap_paired_gap
+
+    raw, sources = loaded if loaded is not None else raw_test_accuracy(results, config)
     tables = {
         name: {
             condition: _accuracy_table(data[condition], config)
@@ -388,12 +401,23 @@ def _split_rows(results: Path, dataset: str, split: str) -> int | None:
 
 
 def collect(config: Config, results: Path) -> dict[str, Any]:
+    from chartrl.report.collapse import collect_collapse
+    from chartrl.report.finding import finding
+    from chartrl.report.hypotheses import collect_hypotheses
+
     results = Path(results)
-    train = {s.id: training(results, s) for s in config.train_series}
+    train = {s.id: training(results, s) for s in in_order(config.train_series)}
     diagonals = {
-        s.id: d for s in config.eval_series if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
+        s.id: d
+        for s in in_order(config.eval_series)
+        if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
     }
     test = test_results(results, config)
+    loaded = raw_test_accuracy(results, config)
+    records = {name: data["test"]["items"] for name, data in loaded[0].items()}
+    accuracy = test_accuracy(results, config, loaded)
+    hypotheses = collect_hypotheses(config, results, records, diagonals)
+    collapse = collect_collapse(records)
     cards = {
         name: _read_json(results / "data" / name / "card.json")
         for name in config.datasets
@@ -431,8 +455,11 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         },
         "training": {sid: t for sid, t in train.items() if t is not None},
         "matched_steps": matched_steps(config, train),
+        "finding": finding(config, accuracy, records, diagonals, collapse, hypotheses),
+        "hypotheses": hypotheses,
+        "answer_collapse": collapse,
         "test": test,
-        "test_accuracy": test_accuracy(results, config),
+        "test_accuracy": accuracy,
         "diagonal": diagonals,
         "warmstart": _read_json(results / "models" / "warmstart_check.json"),
         "data": {

@@ -621,7 +621,7 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
         _panel(
             metrics,
             "comparisons/headline",
-            "Headline: final and peak validation accuracy",
+            "Validation per series: final and peak",
             [["comparisons", "headline", "rows"]],
             f"headline: {no_val}" if train_ids else "headline: the config has no train series",
         ),

@@ -194,8 +194,8 @@ def _difference(scores: list[Mapping[str, float]], boot: Mapping[str, Any]) -> d
 
 def collect_hypotheses(
     config: Config, results: Path, train_records: Mapping[str, list[dict[str, Any]]], diagonals: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """Every hypothesis of the config, tested, by generation (in the config's order within one)."""
+) -> dict[str, dict[str, Any]]:
+    """Every hypothesis of the config, tested, by id: by generation, in the config's order within one."""
     tests = QuestionResults(config, results, train_records)
     ordered = sorted(config.hypotheses, key=lambda h: generation_key(h.generation))
-    return [evaluate_hypothesis(h, config, Path(results), tests, diagonals) for h in ordered]
+    return {h.id: evaluate_hypothesis(h, config, Path(results), tests, diagonals) for h in ordered}
