@@ -110,7 +110,8 @@ def test_each_metric_is_read_from_the_run_and_tested(run):
         ("control", "test_accuracy", ["e1"], "greater", 0.5),
     )
     by_id = collect_hypotheses(config, results, records, diagonals)
-    assert [h["generation"] for h in by_id.values()] == ["v1"] * 7 + ["v2", "v3", "control"]  # by generation, then config order
+    # by generation, then in the config's order
+    assert [h["generation"] for h in by_id.values()] == ["v1"] * 7 + ["v2", "v3", "control"]
     assert by_id["h0"]["difference"]["mean"] == pytest.approx(45 / 100) and by_id["h0"]["verdict"] == "supported"
     assert by_id["h1"]["difference"]["n"] == 60 and by_id["h1"]["difference"]["mean"] == pytest.approx(0.75)
     assert by_id["h1"]["verdict"] == "supported"  # 0.75 on value questions, its interval above the 0.5 margin
