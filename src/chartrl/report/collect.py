@@ -231,7 +231,7 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
 
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
-    for series in config.train_series:
+    for series in in_order(config.train_series):
         paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
         per_seed = {}
         for seed, path in paths.items():
