@@ -1,7 +1,9 @@
 """Everything the report shows, as numbers: ``results/report/metrics.json`` (every number plotted or tabled).
 
-Read from the files the stages wrote (nothing recomputed): data cards, the warm-start check, each train series'
-run.json and metrics.jsonl, each eval series' scores and diagonal files. What is missing is listed, not hidden.
+Read from the files the stages wrote (no model is run): data cards, the warm-start check, each train series'
+run.json, metrics.jsonl and val_items.jsonl, the test-accuracy files, each eval series' scores and diagonal files;
+the intervals, the hypotheses' verdicts and the finding (``chartrl.report.finding``) are computed from them here.
+What is missing is listed, not hidden.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report import testcurves
+from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
+from chartrl.report.finding import finding
+from chartrl.report.hypotheses import collect_hypotheses
 from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
@@ -401,10 +406,6 @@ def _split_rows(results: Path, dataset: str, split: str) -> int | None:
 
 
 def collect(config: Config, results: Path) -> dict[str, Any]:
-    from chartrl.report.collapse import collect_collapse
-    from chartrl.report.finding import finding
-    from chartrl.report.hypotheses import collect_hypotheses
-
     results = Path(results)
     train = {s.id: training(results, s) for s in in_order(config.train_series)}
     diagonals = {
