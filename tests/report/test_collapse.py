@@ -62,3 +62,14 @@ def test_records_without_answers_are_listed_not_checked():
     old = [{"id": "a", "question_type": "count", "score": 1.0}]  # a test_accuracy.json that keeps no answers
     summary = collect_collapse({"e1": _records("count", ["3"] * 10, ["3"] * 10), "e3": old})
     assert summary["without_answers"] == ["e3"] and summary["series"]["e1"]["count"]["collapsed"]
+
+
+def test_each_collapse_is_named_once_with_every_series_it_holds_for():
+    compare = _records("compare", ["Yes"] * 51, YES_NO)
+    summary = collect_collapse({"e1": compare, "e3": compare, "e6": _records("compare", YES_NO, YES_NO)})
+    assert summary["flagged"] == [
+        {
+            "sentence": "compare: every answer is 'Yes' (0.51 is the share of 'Yes' among the gold answers)",
+            "series": ["e1", "e3"],
+        }
+    ]

@@ -12,7 +12,7 @@ import pytest
 from chartrl.config import load_config
 from chartrl.evaluate.test_accuracy import summarise
 from chartrl.report.build import build_report
-from chartrl.report.finding import gap_class, headline_order, role
+from chartrl.report.finding import gap_class, headline_order, role, why_no_diagonal
 
 from conftest import REPO
 
@@ -100,8 +100,11 @@ def test_the_headline_has_a_row_per_policy_each_cell_a_number_or_why_not(config,
     assert rows["e2"]["test_accuracy"] is None and rows["e2"]["why_no_test"] == "no results/eval/e2/test_accuracy.json"
     assert rows["e10"]["drift"]["series"] == "e14" and rows["e10"]["drift"]["verdict"] == "hacking"
     assert rows["e6"]["drift"]["series"] == "e9" and rows["e6"]["drift"]["mean"] == 0.0
-    assert rows["e1"]["drift"] is None and "no diagonal.json for e4" in rows["e1"]["why_no_drift"]
+    assert rows["e1"]["drift"] is None and rows["e1"]["why_no_drift"].startswith(
+        "one scorer per checkpoint (e4 (rule))"
+    )
     assert rows["e3"]["why_no_drift"] == "no eval series reads its checkpoints"
+    assert why_no_diagonal(config, "e6") == "no results/eval/e9/diagonal.json"  # a pair whose check has not run
 
 
 def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(report):
@@ -111,4 +114,7 @@ def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(repor
     positions = [page.index(mark) for mark in marks]
     assert positions == sorted(positions)
     assert 'data-diagonal-verdict="hacking"' in page and 'data-diagonal-verdict="no hacking detected"' in page
-    assert 'data-collapse="1"' in page and "e1 compare: every answer is &#39;Yes&#39;" in page
+    assert 'data-collapse="1"' in page
+    assert (
+        "compare: every answer is &#39;Yes&#39; (0.50 is the share of &#39;Yes&#39; among the gold answers): " in page
+    )

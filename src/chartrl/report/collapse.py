@@ -75,11 +75,17 @@ def series_collapse(records: Sequence[Mapping[str, Any]], share: float = COLLAPS
 
 
 def collect_collapse(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
-    """Every test series' collapse check (series name -> question type -> finding), the series whose records keep no
-    answers, and the threshold."""
+    """Every test series' collapse check (series name -> question type -> finding); each collapse sentence once with
+    the series it holds for (``flagged``); the series whose records keep no answers; and the threshold."""
     series = {name: found for name, rows in records.items() if (found := series_collapse(rows)) is not None}
+    flagged: dict[str, list[str]] = {}
+    for name, types in series.items():
+        for found in types.values():
+            if found["collapsed"]:
+                flagged.setdefault(found["sentence"], []).append(name)
     return {
         "share": COLLAPSE_SHARE,
         "series": series,
+        "flagged": [{"sentence": sentence, "series": names} for sentence, names in flagged.items()],
         "without_answers": [name for name in records if name not in series],
     }

@@ -18,6 +18,7 @@ from typing import Any
 
 from chartrl.config import Config, TrainSeries
 from chartrl.evaluate.intervals import bootstrap_paired_gap
+from chartrl.evaluate.matrix import checkpoint_groups
 from chartrl.report.order import in_order, is_numbered
 
 WARM_START = {True: "warmstart (tools)", False: "warmstart (no tool)"}
@@ -109,18 +110,31 @@ def headline_table(
             else f"no results/eval/{series.id}/test_accuracy.json"
         )
         drift = _drift_for(config, series.id, diagonals)
-        scored = [s.id for s in config.eval_series if s.of == series.id]
-        why_drift = (
-            f"no diagonal.json for {', '.join(scored)} (its checkpoint is not scored by two scorers, or not yet)"
-            if scored
-            else "no eval series reads its checkpoints"
-        )
         rows.append(
             headline_row(
-                series.id, role(series), series.generation, test_tables.get(series.id), drift, why_test, why_drift
+                series.id,
+                role(series),
+                series.generation,
+                test_tables.get(series.id),
+                drift,
+                why_test,
+                why_no_diagonal(config, series.id),
             )
         )
     return {row["name"]: row for row in rows}
+
+
+def why_no_diagonal(config: Config, sid: str) -> str:
+    """Why train series ``sid``'s row has no drift: no eval series reads its checkpoints, each checkpoint is read
+    by one scorer only (no diagonal pair), or the pair's diagonal.json is not there yet."""
+    groups = [members for members in checkpoint_groups(config).values() if members[0].of == sid]
+    if not groups:
+        return "no eval series reads its checkpoints"
+    paired = [members for members in groups if len({scorer for s in members for scorer in s.scorers}) > 1]
+    if not paired:
+        names = ", ".join(f"{s.id} ({'/'.join(s.scorers)})" for members in groups for s in members)
+        return f"one scorer per checkpoint ({names}): no diagonal pair (the reward x scorer matrix reads every scorer)"
+    return f"no results/eval/{paired[0][-1].id}/diagonal.json"
 
 
 def _signed(value: float) -> str:
