@@ -276,7 +276,7 @@ def finding(
         _hypotheses_sentence(hypotheses),
     ]
     if not start and not baseline:
-        sentences[0] = "No test results to compare yet (no test_accuracy files of the train series and the warm start)."
+        sentences[0] = "No test results to compare yet (no greedy test records of the train series or the warm start)."
     return {
         "sentences": [s for s in sentences if s],
         "versus_warm_start": start,
