@@ -66,7 +66,7 @@ EVALUATE_KEYS = {
     "generate_verl": ("gallery_size",),  # n, greedy and limit reach verl in the job's overrides
     "rerank": ("limit", "threads"),  # the series' rerank settings say the rest
     "score": ("year_rule",),
-    "diagonal": ("bootstrap_samples", "confidence", "seed"),
+    "diagonal": ("bootstrap_samples", "confidence", "seed", "hacking_drift"),
     "rerank_score": ("bootstrap_samples", "confidence", "seed", "greedy"),
     "test_accuracy": ("limit", "seed", "year_rule", "threads"),
     "test_curve": ("limit", "curve_rows", "seed", "year_rule", "threads"),

@@ -100,6 +100,18 @@ def _broken(mutate):
     return raw
 
 
+def _hypothesis(**changes):
+    return {
+        "id": "h",
+        "generation": "v1",
+        "claim": "the tool policy beats its baseline",
+        "metric": "test_accuracy",
+        "series": ["e1", "e3"],
+        "comparison": "greater",
+        **changes,
+    }
+
+
 BAD_CONFIGS = [
     # (case, mutation, fragments the message must contain: key, bad value, allowed values or fix)
     (
@@ -251,6 +263,46 @@ BAD_CONFIGS = [
         ["series.e1.reward.year_rule", '"exact"', "standard", "strict"],
     ),
     ("a test curve on no question", lambda c: c["evaluate"].update(curve_rows=0), ["evaluate.curve_rows", "minimum"]),
+    (
+        "a hypothesis naming no series",
+        lambda c: c.update(hypotheses=[_hypothesis(series=["e1", "e99"])]),
+        ["hypotheses[0].series[1]", "'e99'", "names no series", "e1, e2"],
+    ),
+    (
+        "a hypothesis on validation naming an eval series",
+        lambda c: c.update(hypotheses=[_hypothesis(metric="val_accuracy", series=["e4", "e3"])]),
+        ["hypotheses[0].series[0]", "val_accuracy needs a train series", "'e4' is an eval series"],
+    ),
+    (
+        "a drift hypothesis on two series",
+        lambda c: c.update(hypotheses=[_hypothesis(metric="drift", series=["e9", "e14"])]),
+        ["hypotheses[0].series", "drift reads one eval series", "name one eval series"],
+    ),
+    (
+        "a drift hypothesis on a train series",
+        lambda c: c.update(hypotheses=[_hypothesis(metric="drift", series=["e6"])]),
+        ["hypotheses[0].series[0]", "drift needs an eval series", "'e6'"],
+    ),
+    (
+        "two hypotheses under one id",
+        lambda c: c.update(hypotheses=[_hypothesis(), _hypothesis(series=["e6", "e7"])]),
+        ["hypotheses[1].id", "'h'", "used twice"],
+    ),
+    (
+        "an unknown hypothesis metric",
+        lambda c: c.update(hypotheses=[_hypothesis(metric="reward")]),
+        ["hypotheses.0.metric", '"reward"', "test_accuracy"],
+    ),
+    (
+        "an unknown hypothesis comparison",
+        lambda c: c.update(hypotheses=[_hypothesis(comparison="less")]),
+        ["hypotheses.0.comparison", '"less"', "greater", "not_less"],
+    ),
+    (
+        "a hacking threshold above 1",
+        lambda c: c["evaluate"].update(hacking_drift=1.5),
+        ["evaluate.hacking_drift", "1.5", "maximum"],
+    ),
     (
         "r1v format weight above 1",
         lambda c: c["series"]["e1"].update(reward={"name": "r1v", "format_weight": 2}),

@@ -30,6 +30,7 @@ NEUTRAL = {
     "warmstart.": "the warm start runs only for the tiny model (model.path null); gpu.yaml names a pretrained model",
     "datasets.synthchart.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
     "datasets.chartqa_sample.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
+    "hypotheses": "a hypothesis goes with the series it names, which a recipe leaves out (gpu.yaml sets its own)",
 }
 
 
@@ -77,6 +78,15 @@ def test_nothing_the_embedded_default_sets_leaks_into_a_study_overlay(overlay_na
 
         assert not any(uses_judge(s) for s in config.train_series)
         assert not any({"judge", "panel"} & set(s.scorers) for s in config.eval_series)
+
+
+def test_the_study_states_its_hypotheses_and_a_recipe_shows_none(gpu):
+    """gpu.yaml carries the study's hypotheses, one or more per generation, over its own series; a recipe overlay,
+    whose run_series leaves the study's series out, shows none (the default's go with the series they name)."""
+    assert {h.generation for h in gpu.hypotheses} == {"v1", "v2", "v3"}
+    assert all(sid in gpu.series for h in gpu.hypotheses for sid in h.series)
+    for name in ("deepeyes.yaml", "geoqa_mc.yaml", "geoqa_r1v.yaml"):
+        assert load_config([REPO / "config" / name], root=REPO).hypotheses == (), name
 
 
 def test_the_gpu_config_evaluates_every_test_question(gpu):

@@ -43,6 +43,8 @@ CHANGES = {
     "evaluate.year_rule": "evaluate: {year_rule: strict}",
     "evaluate.curve_rows": "evaluate: {curve_rows: 50}",
     "reference_values": "reference_values: {source: a paper}",
+    "hypotheses": "hypotheses: []",
+    "evaluate.hacking_drift": "evaluate: {hacking_drift: 0.2}",
 }
 
 EVALUATION = {"generate", "score", "matrix_score", "diagonal", "rerank", "rerank_score"}
@@ -84,6 +86,8 @@ RERUNS = {
     "evaluate.year_rule": {"score", "matrix_score"} | TEST_ACCURACY | {"report"},
     "evaluate.curve_rows": {"test_curve", "report"},
     "reference_values": {"report"},
+    "hypotheses": {"report"},  # tested by the report alone
+    "evaluate.hacking_drift": {"diagonal", "report"},  # the diagonal check's verdict
 }
 
 

@@ -101,6 +101,8 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
     assert records["a"] == {
         "id": "a", "question_type": "value", "score": 1.0, "well_formed": True, "tool_call": True,
         "correct_label": True,  # the executed call's labels, not the refused one's
+        "answer": "4", "truth": "4",  # what it answered, beside the gold answer (the report's collapse check)
     }  # fmt: skip
     assert records["b"]["score"] == 0.0 and not records["b"]["well_formed"] and records["b"]["correct_label"] is None
+    assert (records["b"]["answer"], records["b"]["truth"]) == (None, "7")
     assert summarise(list(records.values()))["accuracy_by_question_type"] == {"count": 0.0, "value": 1.0}

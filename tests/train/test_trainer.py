@@ -125,6 +125,14 @@ def test_training_logs_the_loss_and_changes_every_trainable_parameter(uninterrup
     steps = [m for m in steps if "actor/loss" in m]
     for val_step in (0, 2, 4):
         assert {"val/accuracy", "val_shuffled_images/accuracy", "val/tool_call_ratio"} <= set(metrics[val_step])
+    # each validation step's per-question scores, whose mean is the logged val/accuracy
+    items = [json.loads(line) for line in (uninterrupted / "e6/val_items.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in items] == [0, 2, 4]
+    for line in items:
+        assert len(line["scores"]) == TRAIN["val_rows"] and set(line["scores"].values()) <= {0.0, 1.0}
+        mean = sum(line["scores"].values()) / len(line["scores"])
+        assert mean == pytest.approx(metrics[line["step"]]["val/accuracy"])
+    assert not (uninterrupted / "e6/val_items.partial.jsonl").exists()
     for key in (
         "rollout/tool_call_ratio",
         "rollout/tool_success",
@@ -166,6 +174,7 @@ def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
     assert "resuming e6 from checkpoint step_" in resumed.stderr
 
     assert _metrics(out / "metrics.jsonl") == _metrics(uninterrupted / "e6/metrics.jsonl")
+    assert (out / "val_items.jsonl").read_text() == (uninterrupted / "e6/val_items.jsonl").read_text()
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     reference = MlflowClient(tracking_uri=f"sqlite:///{uninterrupted / 'mlflow.db'}")
     run_id = json.loads((out / "run.json").read_text())["mlflow_run_id"]
@@ -250,6 +259,7 @@ def test_a_served_training_ends_with_its_server_or_its_client_and_the_rerun_resu
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "resuming e6 from checkpoint step_2" in rerun.stderr
     assert _metrics(out / "metrics.jsonl") == _metrics(uninterrupted / "e6/metrics.jsonl")
+    assert (out / "val_items.jsonl").read_text() == (uninterrupted / "e6/val_items.jsonl").read_text()
 
 
 def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, splits, tmp_path):

@@ -270,7 +270,12 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
             f"({first['aggregate']['generations']} vs {second['aggregate']['generations']}): no diagonal check"
         )
     result = diagonal(
-        first, second, samples=evaluate.bootstrap_samples, confidence=evaluate.confidence, seed=evaluate.seed
+        first,
+        second,
+        samples=evaluate.bootstrap_samples,
+        confidence=evaluate.confidence,
+        seed=evaluate.seed,
+        hacking_drift=evaluate.hacking_drift,
     )
     result["generations"] = first["aggregate"]["generations"]
     result["scores"] = [args.first, args.second]
@@ -278,11 +283,14 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = _tags(spec["series"], "diagonal", _parent(args.run))
     with tracking.stage_run(settings, f"{spec['series']['id']}/diagonal", tags, given_spec(args.spec, spec)) as run:
-        run.log_metrics(
-            {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
-        )
+        metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
+        if result["signed_drift"]["mean"] is not None:
+            metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
+        run.log_metrics(metrics)
         run.log_artifact(args.out)
-    log.info("diagonal %s: drift %s kappa %s", result["scorers"], result["drift"], result["kappa"])
+    log.info(
+        "diagonal %s: drift %s kappa %s: %s", result["scorers"], result["drift"], result["kappa"], result["verdict"]
+    )
     return 0
 
 

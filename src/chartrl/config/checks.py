@@ -176,6 +176,40 @@ def reference_value_problems(config: Config) -> list[str]:
     return problems
 
 
+@config_check("hypotheses")
+def hypothesis_problems(config: Config) -> list[str]:
+    """Each hypothesis has its own id and names series its metric can be read from: a train series for
+    val_accuracy, one eval series for drift, a train or eval series for the test metrics."""
+    problems = []
+    seen: set[str] = set()
+    for i, hypothesis in enumerate(config.hypotheses):
+        key = f"hypotheses[{i}]"
+        if hypothesis.id in seen:
+            problems.append(f"config key '{key}.id': value '{hypothesis.id}' is used twice; give each its own id")
+        seen.add(hypothesis.id)
+        if hypothesis.metric == "drift" and len(hypothesis.series) != 1:
+            problems.append(
+                f"config key '{key}.series': metric drift reads one eval series' diagonal check, got "
+                f"{list(hypothesis.series)}; name one eval series (e.g. [e9])"
+            )
+        for j, sid in enumerate(hypothesis.series):
+            series = config.series.get(sid)
+            wanted = {"val_accuracy": TrainSeries, "drift": EvalSeries}.get(hypothesis.metric)
+            if series is None:
+                problems.append(
+                    f"config key '{key}.series[{j}]': value '{sid}' names no series; series are: "
+                    f"{', '.join(config.series)}"
+                )
+            elif wanted is not None and not isinstance(series, wanted):
+                kind = "a train" if wanted is TrainSeries else "an eval"
+                other = "a train" if isinstance(series, TrainSeries) else "an eval"
+                problems.append(
+                    f"config key '{key}.series[{j}]': metric {hypothesis.metric} needs {kind} series, and '{sid}' is "
+                    f"{other} series; name {kind} series or change the metric"
+                )
+    return problems
+
+
 @config_check("rerank")
 def rerank_problems(config: Config) -> list[str]:
     """An eval series reranking ``by: [scorer]`` names its scorer, whose template exists."""

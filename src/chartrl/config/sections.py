@@ -549,6 +549,8 @@ class EvaluateConfig(Section):
     gallery_size: int
     year_rule: str
     curve_rows: int
+    hacking_drift: float
+    """The least judge-over-rule drift the diagonal check flags (schema: evaluate.hacking_drift)."""
 
 
 @dataclass(frozen=True)
@@ -560,6 +562,24 @@ class ReferenceValues(Section):
     """Train series id -> {final, final_step, peak, tool_success}; a value is a number or [low, high]."""
     test: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     """Eval series id -> {accuracy, scorer, checkpoint, tool_call_ratio}."""
+
+
+@dataclass(frozen=True)
+class Hypothesis(Section):
+    """A generation's hypothesis as data (schema: hypotheses), tested by the report."""
+
+    id: str
+    generation: str
+    claim: str
+    """The hypothesis in words."""
+    metric: str
+    """test_accuracy, test_accuracy_<question type>, tool_call_ratio, val_accuracy or drift."""
+    series: tuple[str, ...]
+    """[a, b]: metric(a) - metric(b) is tested; [a]: metric(a) against 0."""
+    comparison: str
+    """greater, not_less or not_greater."""
+    threshold: float
+    """The comparison's margin."""
 
 
 @dataclass(frozen=True)
@@ -588,6 +608,8 @@ class Config:
     ray: RayConfig
     reference_values: ReferenceValues = dataclasses.field(default_factory=ReferenceValues)
     """The study's published numbers, for the report only (empty unless the config gives them)."""
+    hypotheses: tuple[Hypothesis, ...] = ()
+    """Each generation's hypothesis, tested by the report (empty unless the config states some)."""
 
     @property
     def model_path(self) -> str | None:
@@ -720,7 +742,8 @@ def series_config(sid: str, section: Mapping[str, Any], resolved: Mapping[str, A
 def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
     """The config with ``series`` narrowed to ``run_series`` (when set): a recipe overlay's way to run its own
     series without the default's (overlays merge ``series:`` key by key, so none can be removed). The published
-    numbers of the series it leaves out go with them; a number naming no series at all stays, to be refused."""
+    numbers and the hypotheses of the series it leaves out go with them; a number naming no series at all stays, to
+    be refused."""
     only = resolved.get("run_series")
     if only is None:
         return dict(resolved)
@@ -731,13 +754,19 @@ def selected_series(resolved: Mapping[str, Any]) -> dict[str, Any]:
                 f"series are: {', '.join(resolved['series'])}"
             )
     left_out = set(resolved["series"]) - set(only)
+    hypotheses = [h for h in resolved.get("hypotheses") or [] if left_out.isdisjoint(h["series"])]
     reference = {
         part: {sid: values for sid, values in entries.items() if sid not in left_out}
         if part in ("validation", "test")
         else entries
         for part, entries in (resolved.get("reference_values") or {}).items()
     }
-    return {**resolved, "series": {sid: resolved["series"][sid] for sid in only}, "reference_values": reference}
+    return {
+        **resolved,
+        "series": {sid: resolved["series"][sid] for sid in only},
+        "reference_values": reference,
+        "hypotheses": hypotheses,
+    }
 
 
 def typed_config(resolved: Mapping[str, Any]) -> Config:
@@ -770,4 +799,5 @@ def typed_config(resolved: Mapping[str, Any]) -> Config:
         verl=VerlConfig.from_dict(resolved["verl"]),
         ray=RayConfig.from_dict(resolved["ray"]),
         reference_values=ReferenceValues.from_dict(resolved.get("reference_values") or {}),
+        hypotheses=tuple(Hypothesis.from_dict(h) for h in resolved.get("hypotheses") or []),
     )

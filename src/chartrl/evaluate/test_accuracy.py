@@ -27,8 +27,8 @@ CONDITIONS = ("test", "test_shuffled_images", "test_sampled", "test_placebo")
 
 
 def episode_record(episode, year_rule: str = DEFAULT_YEAR_RULE) -> dict[str, Any]:
-    """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool and
-    whether that call kept every label the question is about."""
+    """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool,
+    whether that call kept every label the question is about, its answer and the gold answer."""
     return question_record(
         episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode), year_rule
     )
@@ -38,8 +38,10 @@ def question_record(
     row: Row, final_response: str, called: bool, kept: Sequence[str], year_rule: str = DEFAULT_YEAR_RULE
 ) -> dict[str, Any]:
     """The record of one question answered with ``final_response``; ``called``: a tool was called, ``kept``: the
-    labels its first executed call kept; ``year_rule``: relaxed accuracy's rule for years (chartrl.answers)."""
-    from chartrl.answers import answer_accuracy, is_well_formed
+    labels its first executed call kept; ``year_rule``: relaxed accuracy's rule for years (chartrl.answers). The
+    extracted answer and the gold answer are kept, so a report can tell a policy that gives one answer to every
+    question of a type (a collapse) from one that reads the charts."""
+    from chartrl.answers import answer_accuracy, extract_answer, is_well_formed
 
     about = [str(v) for v in row.extra.get("about") or []]
     return {
@@ -49,6 +51,8 @@ def question_record(
         "well_formed": bool(is_well_formed(final_response)),
         "tool_call": called,
         "correct_label": (set(about) <= set(kept)) if called and about else None,
+        "answer": extract_answer(final_response),
+        "truth": row.answer,
     }
 
 

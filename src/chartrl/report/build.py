@@ -13,6 +13,7 @@ from chartrl.report import testcurves
 from chartrl.report.collect import collect, eval_series_of_generations, limits
 from chartrl.report.figures import PANELS, curves_figure, reward_parts_figure
 from chartrl.report.gallery import charts_by_id, gallery_items
+from chartrl.report.order import generations_in_order
 from chartrl.report.panels import report_panels
 
 
@@ -57,7 +58,7 @@ def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]
     metrics["panels"] = report_panels(metrics, config)
     panels = {panel["id"]: panel for panel in metrics["panels"]}
     generations = {}
-    for generation in sorted({s.generation for s in config.train_series}):
+    for generation in generations_in_order(config):
         members = [(s.id, s.tools) for s in config.train_series if s.generation == generation]
         curve_panels = [panels[f"training/{generation}/{key}"] for key, _ in PANELS]
         generations[generation] = {

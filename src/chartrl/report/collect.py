@@ -1,20 +1,27 @@
 """Everything the report shows, as numbers: ``results/report/metrics.json`` (every number plotted or tabled).
 
-Read from the files the stages wrote (nothing recomputed): data cards, the warm-start check, each train series'
-run.json and metrics.jsonl, each eval series' scores and diagonal files. What is missing is listed, not hidden.
+Read from the files the stages wrote (no model is run): data cards, the warm-start check, each train series'
+run.json, metrics.jsonl and val_items.jsonl, the test-accuracy files, each eval series' scores and diagonal files;
+the intervals, the hypotheses' verdicts and the finding (``chartrl.report.finding``) are computed from them here.
+What is missing is listed, not hidden.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
 from chartrl.report import testcurves
+from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
+from chartrl.report.finding import finding
+from chartrl.report.hypotheses import collect_hypotheses
+from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
@@ -58,7 +65,7 @@ def matched_steps(config: Config, train: Mapping[str, Any]) -> dict[str, Any]:
     """Per generation, the train series compared at the same step: the last validation step they all reached
     (a longer-trained series can look better for that reason alone)."""
     out = {}
-    for generation in sorted({s.generation for s in config.train_series}):
+    for generation in generations_in_order(config):
         members = [s.id for s in config.train_series if s.generation == generation and train.get(s.id)]
         if not members:
             continue
@@ -81,7 +88,7 @@ def matched_steps(config: Config, train: Mapping[str, Any]) -> dict[str, Any]:
 
 def test_results(results: Path, config: Config) -> dict[str, Any]:
     out = {}
-    for series in config.eval_series:
+    for series in in_order(config.eval_series):
         scores = {}
         for scorer in series.scorers:
             data = _read_json(results / "eval" / series.id / f"scores_{scorer}.json")
@@ -103,8 +110,11 @@ def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     for item in data["items"]:
         by_type.setdefault(item["question_type"], []).append(item["score"])
     by_type["all"] = [item["score"] for item in data["items"]]
+    calls = data.get("tool_call_rate")
     return {
         **{key: data.get(key) for key in SUMMARY_KEYS},
+        # executed calls among the calls (the rollout statistics the local rule records), where any call was made
+        "tool_success": (data.get("protocol") or {}).get("executed_call_rate") if calls else None,
         "by_question_type": {
             qtype: bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
             for qtype, scores in sorted(by_type.items())
@@ -120,20 +130,30 @@ def _scores_by_type(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
-    """Test accuracy per question type of every train series and of the warm-started start (tools on and off),
-    each with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a
-    paired bootstrap over the same test questions."""
-    from chartrl.evaluate.intervals import bootstrap_paired_gap
-
-    sources: dict[str, str] = {}
+def raw_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
+    """The test_accuracy files of the warm-started start (tools on and off) and of every train series, by
+    generation (on verl: read from eval series' generations, :func:`verl_test_accuracy`), and on verl the eval
+    series each was read from."""
     if config.backend == "verl":
         raw, sources = verl_test_accuracy(results, config)
-    else:
-        files = {s.id: results / "eval" / s.id / "test_accuracy.json" for s in config.train_series}
-        files["warmstart (tools)"] = results / "eval" / "warmstart" / "test_accuracy_tools_on.json"
-        files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
-        raw = {name: data for name, path in files.items() if (data := _read_json(path)) is not None}
+        return {s.id: raw[s.id] for s in in_order(config.train_series) if s.id in raw}, sources
+    files = {
+        "warmstart (tools)": results / "eval" / "warmstart" / "test_accuracy_tools_on.json",
+        "warmstart (no tool)": results / "eval" / "warmstart" / "test_accuracy_tools_off.json",
+    }
+    files.update({s.id: results / "eval" / s.id / "test_accuracy.json" for s in in_order(config.train_series)})
+    return {name: data for name, path in files.items() if (data := _read_json(path)) is not None}, {}
+
+
+def test_accuracy(
+    results: Path, config: Config, loaded: tuple[dict[str, Any], dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """Test accuracy per question type of the warm-started start (tools on and off) and every train series, each
+    with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a paired
+    bootstrap over the same test questions. ``loaded``: :func:`raw_test_accuracy`'s result, read once."""
+    from chartrl.evaluate.intervals import bootstrap_paired_gap
+
+    raw, sources = loaded if loaded is not None else raw_test_accuracy(results, config)
     tables = {
         name: {
             condition: _accuracy_table(data[condition], config)
@@ -145,7 +165,7 @@ def test_accuracy(results: Path, config: Config) -> dict[str, Any]:
     ev = config.evaluate
     gaps: dict[str, dict[str, Any]] = {}
     pairs = [("warmstart", "warmstart (tools)", "warmstart (no tool)")]
-    for generation in sorted({s.generation for s in config.train_series}):
+    for generation in generations_in_order(config):
         members = [s for s in config.train_series if s.generation == generation]
         pairs += [(generation, a.id, b.id) for a in members if a.tools for b in members if not b.tools]
     for generation, tool_series, baseline in pairs:
@@ -216,7 +236,7 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
 
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
-    for series in config.train_series:
+    for series in in_order(config.train_series):
         paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
         per_seed = {}
         for seed, path in paths.items():
@@ -260,15 +280,103 @@ def binary_interval(mean: float, n: int, confidence: float) -> tuple[float, floa
     return float(binom.ppf(tail, n, mean)) / n, float(binom.ppf(1 - tail, n, mean)) / n
 
 
+def reward_change(rewards: Sequence[float], window: int, confidence: float) -> dict[str, Any]:
+    """The mean training reward over the last ``window`` steps minus the mean over the first ``window``, against
+    its noise. The noise is the half-width of the change's normal interval at ``confidence`` built from the
+    per-step spread inside each window: z * sqrt(s_first^2 / w + s_last^2 / w), with s the standard deviation of the
+    window's per-step rewards (the standard error of the difference of two window means). The reward *rose* when the
+    change exceeds the noise and *held* when it is above minus the noise; with fewer than two steps a window has no
+    spread, the noise is undefined and neither is claimed."""
+    import statistics
+
+    from scipy.stats import norm
+
+    first, last = rewards[:window], rewards[-window:]
+    change = statistics.fmean(last) - statistics.fmean(first)
+    if window < 2:
+        return {
+            "reward_first": first[0],
+            "reward_last": last[0],
+            "reward_change": change,
+            "reward_se": None,
+            "reward_noise": None,
+            "reward_rose": False,
+            "reward_held": False,
+        }
+    se = math.sqrt(statistics.variance(first) / window + statistics.variance(last) / window)
+    noise = float(norm.ppf(1 - (1 - confidence) / 2)) * se
+    return {
+        "reward_first": statistics.fmean(first),
+        "reward_last": statistics.fmean(last),
+        "reward_change": change,
+        "reward_se": se,
+        "reward_noise": noise,
+        "reward_rose": change > noise,
+        "reward_held": change >= -noise,
+    }
+
+
+def val_change(
+    val: Sequence[tuple[int, float]], items: Mapping[int, Mapping[str, float]], n: int, config: Config
+) -> dict[str, Any]:
+    """Greedy validation from the first validation step to the last, and its peak (the earliest step of the
+    highest accuracy). With per-question results the change last - first carries a paired bootstrap interval over
+    the questions: *rose* when it lies above 0, *fell* when below, *kept* otherwise. Without them, the start's
+    binomial interval: kept when the end is no lower than the start minus that interval's width."""
+    from chartrl.report.validation import combined_gap
+
+    ev = config.evaluate
+    (start_step, start), (end_step, end) = val[0], val[-1]
+    peak_step, peak = max(val, key=lambda sv: (sv[1], -sv[0]))
+    out = {
+        "val_start": start,
+        "val_end": end,
+        "val_end_step": end_step,
+        "val_peak": peak,
+        "val_peak_step": peak_step,
+    }
+    paired = combined_gap(
+        [items.get(end_step, {})],
+        [items.get(start_step, {})],
+        samples=ev.bootstrap_samples,
+        confidence=ev.confidence,
+        seed=ev.seed,
+    )
+    if paired is not None:
+        start_items = list(items[start_step].values())
+        low, high = binary_interval(start, len(start_items), ev.confidence)
+        verdict = "rose" if paired["low"] > 0 else "fell" if paired["high"] < 0 else "kept"
+        return {
+            **out,
+            "val_interval": [low, high],
+            "val_n": paired["n"],
+            "val_change": paired,
+            "val_verdict": verdict,
+            "val_kept": verdict != "fell",
+            "val_paired": True,
+        }
+    low, high = binary_interval(start, n, ev.confidence)
+    kept = end >= start - (high - low)
+    return {
+        **out,
+        "val_interval": [low, high],
+        "val_n": n,
+        "val_change": None,
+        "val_verdict": "kept" if kept else "fell",
+        "val_kept": kept,
+        "val_paired": False,
+    }
+
+
 def rl_effect(results: Path, config: Config) -> dict[str, Any]:
     """Did RL improve on its start? Per train series and train seed: the mean training reward over the first and
-    the last RL_WINDOW steps against the step-to-step noise (standard deviation of the per-step reward), and greedy
-    validation accuracy before the first step and after the last, with the bootstrap interval of the start."""
-    import statistics
+    the last RL_WINDOW steps against its noise (:func:`reward_change`), and greedy validation at the first
+    validation step, at its peak and at the last (:func:`val_change`)."""
+    from chartrl.report.validation import VAL_ITEMS, read_val_items
 
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"window": RL_WINDOW, "confidence": config.evaluate.confidence, "series": {}}
-    for series in config.train_series:
+    for series in in_order(config.train_series):
         paths = per_seed_files(results, config, series.id, "runs", "metrics.jsonl")
         per_seed = {}
         for seed in seeds:
@@ -281,24 +389,12 @@ def rl_effect(results: Path, config: Config) -> dict[str, Any]:
             if len(rewards) < 2 or not val:
                 continue
             window = min(RL_WINDOW, len(rewards) // 2)
-            first, last = statistics.fmean(rewards[:window]), statistics.fmean(rewards[-window:])
-            (_, start), (end_step, end) = val[0], val[-1]
             n = min(config.train.val_rows, _split_rows(results, series.dataset, "val") or config.train.val_rows)
-            low, high = binary_interval(start, n, config.evaluate.confidence)
-            noise = statistics.stdev(rewards)
+            items = read_val_items(path.with_name(VAL_ITEMS))
             per_seed[seed] = {
-                "reward_first": first,
-                "reward_last": last,
-                "reward_change": last - first,
-                "reward_noise": noise,
-                "reward_rose": last > first,
-                "reward_held": last - first >= -noise,
-                "val_start": start,
-                "val_end": end,
-                "val_end_step": end_step,
-                "val_interval": [low, high],
-                "val_n": n,
-                "val_kept": end >= start - (high - low),
+                **reward_change(rewards, window, config.evaluate.confidence),
+                "window": window,
+                **val_change(val, items, n, config),
             }
         out["series"][series.id] = {"tools": series.tools, "per_seed": per_seed}
     return out
@@ -311,11 +407,18 @@ def _split_rows(results: Path, dataset: str, split: str) -> int | None:
 
 def collect(config: Config, results: Path) -> dict[str, Any]:
     results = Path(results)
-    train = {s.id: training(results, s) for s in config.train_series}
+    train = {s.id: training(results, s) for s in in_order(config.train_series)}
     diagonals = {
-        s.id: d for s in config.eval_series if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
+        s.id: d
+        for s in in_order(config.eval_series)
+        if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
     }
     test = test_results(results, config)
+    loaded = raw_test_accuracy(results, config)
+    records = {name: data["test"]["items"] for name, data in loaded[0].items()}
+    accuracy = test_accuracy(results, config, loaded)
+    hypotheses = collect_hypotheses(config, results, records, diagonals)
+    collapse = collect_collapse(records)
     cards = {
         name: _read_json(results / "data" / name / "card.json")
         for name in config.datasets
@@ -353,8 +456,11 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         },
         "training": {sid: t for sid, t in train.items() if t is not None},
         "matched_steps": matched_steps(config, train),
+        "finding": finding(config, accuracy, records, diagonals, collapse, hypotheses),
+        "hypotheses": hypotheses,
+        "answer_collapse": collapse,
         "test": test,
-        "test_accuracy": test_accuracy(results, config),
+        "test_accuracy": accuracy,
         "diagonal": diagonals,
         "warmstart": _read_json(results / "models" / "warmstart_check.json"),
         "data": {

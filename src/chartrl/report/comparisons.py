@@ -13,20 +13,24 @@
 - ``reference``: the published numbers of the study (``reference_values`` in the config), shown beside ours only
   when the config has them.
 
-Validation accuracies carry a binomial interval (``collect.binary_interval``: no per-question validation results are
-logged, and for a 0/1 mean it is what the bootstrap converges to); test accuracies a bootstrap over questions.
+Validation accuracies and their differences carry a bootstrap interval over the validation questions, paired where
+two of them are compared (``chartrl.report.validation``: the trainer logs each question's greedy score); where a
+run has no per-question results (the verl backend), a binomial interval (``collect.binary_interval``, what the
+bootstrap of a 0/1 mean converges to) and, for a difference, the interval of two independent proportions. Test
+accuracies carry a bootstrap over questions.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.order import generations_in_order, in_order, is_numbered
+from chartrl.report.validation import accuracy_at, combined_gap, independent_gap, run_val_items
 
 VOLATILE = ("timing", "time", "per_second", "throughput", "memory", "mfu", "judge/")
 """Metric keys left out of the identity check: wall-clock and memory figures, and the judge's own counters."""
@@ -51,31 +55,82 @@ def _accuracy(value: float | None, n: int, confidence: float) -> dict[str, Any] 
     return {"mean": value, "low": low, "high": high, "n": n}
 
 
-def _gap_interval(a: float, b: float, n: int, confidence: float) -> list[float]:
-    """a - b with a normal-approximation interval of two independent proportions over n questions each (wider than
-    the paired interval of the same questions would be: per-question validation results are not logged)."""
-    from scipy.stats import norm
+def _val_accuracy(
+    config: Config, items: Mapping[int, Mapping[str, float]], step: int, value: float | None, n: int
+) -> dict[str, Any] | None:
+    """A validation accuracy at ``step`` with its interval: the bootstrap over the step's questions where the run
+    logged them, else the binomial interval of the logged accuracy over ``n`` questions."""
+    ev = config.evaluate
+    logged = accuracy_at(items.get(step), samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
+    return logged if logged is not None else _accuracy(value, n, ev.confidence)
 
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
-    se = math.sqrt(max(a * (1 - a), 0.0) / n + max(b * (1 - b), 0.0) / n)
-    return [a - b - z * se, a - b + z * se]
+
+PAIRED = "paired bootstrap over the same validation questions"
+INDEPENDENT = "two independent proportions, normal approximation (no per-question validation results logged)"
 
 
-def generations_in_order(config: Config) -> list[str]:
-    return list(dict.fromkeys(s.generation for s in config.train_series))
+def gain_intervals(
+    config: Config,
+    gain: Mapping[str, Any],
+    previous: Mapping[int, Mapping[str, float]],
+    current: Mapping[int, Mapping[str, float]],
+    n: int,
+) -> dict[str, Any]:
+    """The intervals of a split gain (:func:`split_gain`): total (current final - previous final), at the matched
+    step (current - previous there) and from training longer ((c_final - c_matched) - (p_final - p_matched)), each
+    a paired bootstrap over the validation questions when both runs logged them at those steps, else (total and
+    matched only) the interval of two independent proportions over ``n`` questions."""
+    ev = config.evaluate
+    boot = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
+    m, pf, cf = gain["matched_step"], gain["previous_final_step"], gain["current_final_step"]
+    total = combined_gap([current.get(cf, {})], [previous.get(pf, {})], **boot)
+    matched = combined_gap([current.get(m, {})], [previous.get(m, {})], **boot)
+    longer = combined_gap(
+        [current.get(cf, {}), previous.get(m, {})], [current.get(m, {}), previous.get(pf, {})], **boot
+    )
+    if total is None or matched is None:
+        total = independent_gap(gain["current_final"], gain["previous_final"], n, ev.confidence)
+        matched = independent_gap(gain["current_matched"], gain["previous_matched"], n, ev.confidence)
+        longer, kind = None, INDEPENDENT
+    else:
+        kind = PAIRED
+    return {
+        "total_interval": [total["low"], total["high"]],
+        "matched_interval": [matched["low"], matched["high"]],
+        "longer_interval": [longer["low"], longer["high"]] if longer else None,
+        "interval_kind": kind,
+        "val_n": matched["n"],
+    }
+
+
+def generation_chain(config: Config, tools: bool) -> list[Any]:
+    """The first train series of one role (tool policy or no-tool baseline) in each of the study's numbered
+    generations, in generation order (v1, v2, v3): the chain whose links are "the gain of each generation over the
+    previous one". A control generation (the hack control) is not a step of the study's design and is left out."""
+    chain = []
+    for generation in generations_in_order(config):
+        if not is_numbered(generation):
+            continue
+        first = next((s for s in config.train_series if s.generation == generation and s.tools == tools), None)
+        if first is not None:
+            chain.append(first)
+    return chain
 
 
 def across_generations(config: Config, train: Mapping[str, Any], results: Path) -> dict[str, Any]:
     """Every train series at the last validation step they all reached, and per role (tool policy, no-tool
-    baseline: the first series of that role in each generation) the gain of each generation over the previous
-    one, split into the gap at their last common validation step and the rest (from training longer)."""
+    baseline: the first series of that role in each numbered generation) the gain of each generation over the
+    previous one, split into the gap at their last common validation step and the rest (from training longer),
+    each with its interval (:func:`gain_intervals`)."""
     confidence = config.evaluate.confidence
-    curves = {s.id: (train.get(s.id) or {}).get("curves", {}).get("val/accuracy") or [] for s in config.train_series}
+    ordered = in_order(config.train_series)
+    curves = {s.id: (train.get(s.id) or {}).get("curves", {}).get("val/accuracy") or [] for s in ordered}
+    items = {s.id: run_val_items(results, s.id) for s in ordered}
     present = [sid for sid, curve in curves.items() if curve]
     common = set.intersection(*({s for s, _ in curves[sid]} for sid in present)) if present else set()
     step = max(common) if common else None
     rows = {}
-    for series in config.train_series:
+    for series in ordered:
         if series.id not in present or step is None:
             continue
         n = _val_n(results, config, series.dataset)
@@ -83,24 +138,19 @@ def across_generations(config: Config, train: Mapping[str, Any], results: Path) 
         rows[series.id] = {
             "generation": series.generation,
             "tools": series.tools,
-            "val_accuracy": _accuracy(_value_at(curves[series.id], step), n, confidence),
+            "val_accuracy": _val_accuracy(config, items[series.id], step, _value_at(curves[series.id], step), n),
             "val_tool_call_ratio": _value_at(tcurves.get("val/tool_call_ratio", []), step),
             "val_tool_success": _value_at(tcurves.get("val/tool_success", []), step),
         }
     gains = []
     for role, tools in (("tool policy", True), ("no-tool baseline", False)):
-        chain = []
-        for generation in generations_in_order(config):
-            first = next((s for s in config.train_series if s.generation == generation and s.tools == tools), None)
-            if first is not None:
-                chain.append(first)
+        chain = generation_chain(config, tools)
         for previous, current in zip(chain, chain[1:], strict=False):
             gain = split_gain(curves[previous.id], curves[current.id])
             if gain is None:
                 continue
             n = _val_n(results, config, current.dataset)
-            gain["matched_interval"] = _gap_interval(gain["current_matched"], gain["previous_matched"], n, confidence)
-            gain["total_interval"] = _gap_interval(gain["current_final"], gain["previous_final"], n, confidence)
+            gain.update(gain_intervals(config, gain, items[previous.id], items[current.id], n))
             gains.append(
                 {
                     "role": role,
@@ -114,10 +164,18 @@ def across_generations(config: Config, train: Mapping[str, Any], results: Path) 
         "step": step,
         "rows": rows,
         "gains": gains,
-        "without_validation": [s.id for s in config.train_series if s.id not in present],
-        "interval": "binomial (no per-question validation results are logged)",
+        "without_validation": [s.id for s in ordered if s.id not in present],
+        "interval": _val_interval_kind(items.values()),
         "confidence": confidence,
     }
+
+
+def _val_interval_kind(items: Any) -> str:
+    if all(items):
+        return "bootstrap over the validation questions"
+    if any(items):
+        return "bootstrap over the validation questions where a run logged them, else binomial"
+    return "binomial (no per-question validation results logged)"
 
 
 def split_gain(previous: Sequence[Sequence[float]], current: Sequence[Sequence[float]]) -> dict[str, Any] | None:
@@ -157,8 +215,7 @@ def headline(config: Config, train: Mapping[str, Any], results: Path) -> dict[st
     """Per train series, generation by generation with the tool series first: final and peak validation accuracy
     (step, binomial interval), the final tool success and tool-call ratio (training rollouts where logged, else
     validation), and for a tool series its generation's first no-tool baseline and the final gap to it."""
-    confidence = config.evaluate.confidence
-    rows = {}
+    rows, logged = {}, []
     for generation in generations_in_order(config):
         members = [s for s in config.train_series if s.generation == generation]
         baseline = next((s for s in members if not s.tools), None)
@@ -168,6 +225,8 @@ def headline(config: Config, train: Mapping[str, Any], results: Path) -> dict[st
             if not val:
                 continue
             n = _val_n(results, config, series.dataset)
+            items = run_val_items(results, series.id)
+            logged.append(items)
             final_step, final = val[-1]
             peak_step, peak = max(val, key=lambda sv: (sv[1], -sv[0]))  # the earliest step of the peak
             success_key, success_step, success = _last(curves, ("rollout/tool_success", "val/tool_success"))
@@ -175,8 +234,8 @@ def headline(config: Config, train: Mapping[str, Any], results: Path) -> dict[st
             row = {
                 "generation": generation,
                 "tools": series.tools,
-                "final": {**_accuracy(final, n, confidence), "step": final_step},
-                "peak": {**_accuracy(peak, n, confidence), "step": peak_step},
+                "final": {**_val_accuracy(config, items, final_step, final, n), "step": final_step},
+                "peak": {**_val_accuracy(config, items, peak_step, peak, n), "step": peak_step},
                 "tool_success": {"value": success, "step": success_step, "key": success_key},
                 "tool_call_ratio": {"value": ratio, "step": ratio_step, "key": ratio_key},
                 "baseline": None,
@@ -190,7 +249,7 @@ def headline(config: Config, train: Mapping[str, Any], results: Path) -> dict[st
                     "gap": final - base_val[-1][1],
                 }
             rows[series.id] = row
-    return {"rows": rows, "interval": "binomial (no per-question validation results are logged)"}
+    return {"rows": rows, "interval": _val_interval_kind(logged)}
 
 
 def _items(path: Path) -> dict[str, float] | None:
@@ -562,7 +621,7 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
         _panel(
             metrics,
             "comparisons/headline",
-            "Headline: final and peak validation accuracy",
+            "Validation per series: final and peak",
             [["comparisons", "headline", "rows"]],
             f"headline: {no_val}" if train_ids else "headline: the config has no train series",
         ),

@@ -1,9 +1,10 @@
 """The report's panels, each filled or saying in place why not, on either backend.
 
 A *panel* is one thing the report shows: each subplot of a generation's training-curves figure
-(``chartrl.report.figures.PANELS``), each generation's reward-parts figure, and each table (matched steps, the
-warm start, test accuracy per question type and its shuffled-image and sampled columns, the tool-minus-baseline
-gaps, the seed spread, the scored evaluation series, the diagonal check, the rollouts). :func:`report_panels`
+(``chartrl.report.figures.PANELS``), each generation's reward-parts figure, and each table (the headline, the
+hypotheses, collapsed answers, matched steps, the warm start, test accuracy per question type and its
+shuffled-image and sampled columns, the tool-minus-baseline gaps, the seed spread, the scored evaluation series,
+the diagonal check, the rollouts). :func:`report_panels`
 lists them, for ``metrics.json``, as::
 
     {"id": "training/v1/rollout/tool_call_ratio", "title": ..., "filled": bool,
@@ -25,6 +26,7 @@ from typing import Any
 
 from chartrl.config import Config
 from chartrl.report.comparisons import comparison_panels
+from chartrl.report.order import generations_in_order
 
 # A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
 # verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
@@ -152,6 +154,45 @@ def _no_generations_reason(config: Config, missing: Sequence[str]) -> str:
     return f"{', '.join(missing)}: no results/eval/{{series}}/test_accuracy.json"
 
 
+def first_screen_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
+    """The headline table, the hypotheses and the answer-collapse check."""
+    collapse = metrics["answer_collapse"]
+    without = collapse["without_answers"]
+    rows, hypotheses = metrics["finding"]["rows"], metrics["hypotheses"]
+    untested = "; ".join(dict.fromkeys(h["reason"] for h in hypotheses.values() if h["reason"]))
+    return [
+        _panel(
+            metrics,
+            "headline",
+            "Headline",
+            [["finding", "rows", name, key] for name in rows for key in ("test_accuracy", "drift")],
+            "headline: no policy has test results or a diagonal check yet; each row says what is missing",
+        ),
+        _panel(
+            metrics,
+            "hypotheses",
+            "Hypotheses",
+            [["hypotheses", hid, "difference"] for hid in hypotheses],
+            f"hypotheses: none could be tested on this run ({untested})"
+            if hypotheses
+            else "hypotheses: this config states none (the hypotheses: list; config/gpu.yaml states the study's)",
+        ),
+        _panel(
+            metrics,
+            "answer_collapse",
+            "Answers that collapse to one value",
+            [["answer_collapse", "series"]],
+            (
+                f"answer collapse: the test results of {', '.join(without)} keep no answers (rerun their test "
+                "accuracy jobs)"
+                if without
+                else "answer collapse: "
+                + _no_generations_reason(config, [s.id for s in config.train_series] or ["the warm start"])
+            ),
+        ),
+    ]
+
+
 def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     verl = config.backend == "verl"
     ta = metrics["test_accuracy"]
@@ -213,7 +254,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         out.append(_panel(metrics, f"test_accuracy/{condition}", f"Test accuracy: {title}", data, reason))
     pairs = [
         f"{a.id} - {b.id}"
-        for generation in sorted({s.generation for s in config.train_series})
+        for generation in generations_in_order(config)
         for a in config.train_series
         if a.generation == generation and a.tools
         for b in config.train_series
@@ -275,14 +316,19 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
-    generations = sorted({s.generation for s in config.train_series})
+    generations = generations_in_order(config)
     from chartrl.report import testcurves
     from chartrl.report.recipes import recipe_panels
     from chartrl.report.rerank import rerank_panels
     from chartrl.report.shortcut import shortcut_panels
 
     curves = [p for g in generations for p in curve_panels(metrics, config, g)]
-    tables = table_panels(metrics, config) + testcurves.panels(metrics, config) + comparison_panels(metrics, config)
+    tables = (
+        first_screen_panels(metrics, config)
+        + table_panels(metrics, config)
+        + testcurves.panels(metrics, config)
+        + comparison_panels(metrics, config)
+    )
     from chartrl.report.deepeyes import deepeyes_panels
 
     recipes = recipe_panels(metrics, config)  # a recipe overlay's figures (none for the study)

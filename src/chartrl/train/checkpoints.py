@@ -2,8 +2,8 @@
 
 A checkpoint holds the policy (a Hugging Face folder, or a PEFT adapter under LoRA, plus the processor), the
 optimizer state, ``trainer_state.json`` (step, the job key of ``chartrl.train.resume``, MLflow run id, validation
-history) and the metrics written up to that step. Sampling is seeded per step, so a resumed run redoes the lost
-steps exactly.
+history), the metrics written up to that step and the per-question validation scores up to it. Sampling is
+seeded per step, so a resumed run redoes the lost steps exactly.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,16 @@ def checkpoint_dirs(run_dir: Path) -> dict[int, Path]:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, policy, optimizer, state: dict[str, Any], metrics_lines: list[str]
+    run_dir: Path,
+    step: int,
+    policy,
+    optimizer,
+    state: dict[str, Any],
+    metrics_lines: list[str],
+    run_files: Mapping[str, list[str]] | None = None,
 ) -> Path:
+    """Write checkpoint ``step``: the policy, the optimizer, ``state``, the metrics lines so far and, for each
+    ``run_files`` name, its lines so far (``val_items.jsonl``), so a resumed run restores them."""
     import torch
 
     target = Path(run_dir) / "checkpoints" / f"step_{step}"
@@ -42,6 +51,8 @@ def save_checkpoint(
         policy.processor.save_pretrained(tmp)
         torch.save({"optimizer": optimizer.state_dict()}, tmp / "optimizer.pt")
         (tmp / "metrics.jsonl").write_text("".join(metrics_lines))
+        for name, lines in (run_files or {}).items():
+            (tmp / name).write_text("".join(lines))
         (tmp / "trainer_state.json").write_text(json.dumps({**state, "step": step}, indent=2) + "\n")
     return target
 

@@ -9,9 +9,13 @@ One step, as a recipe (EasyR1's ``fit`` shape: named, timed phases filling one f
              micro-batches with gradient accumulation, gradient clipping
     val      every val_every steps (and before the first): greedy rollouts on validation questions
 
+Beside ``metrics.jsonl`` the run folder holds ``val_items.jsonl``: one line per validation step, each question's
+greedy score (``{"step": N, "scores": {question id: 0 or 1}}``), so the report pairs validation accuracies on the
+same questions across steps and series instead of treating them as independent proportions.
+
 Sampling is seeded per step (seed, step), so a run killed at any point and restarted from its last checkpoint
-redoes exactly the steps it lost: metrics.jsonl is restored from the checkpoint, and MLflow skips the steps it
-already holds.
+redoes exactly the steps it lost: metrics.jsonl and val_items.jsonl are restored from the checkpoint, and MLflow
+skips the steps it already holds.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from chartrl.train.resume import job_key, set_aside
 
 log = logging.getLogger(__name__)
 PROGRESS_KEY = "reward/overall"  # logged every step: how a resumed run finds what MLflow already holds
+VAL_ITEMS = "val_items.jsonl"
+"""Per-question greedy validation scores, one line per validation step (written as metrics.jsonl is)."""
 
 
 class SetupError(ChartrlError):
@@ -219,6 +225,7 @@ class Trainer:
             kv_reuse=job.rollout.kv_reuse,
         )
         self.metrics_lines: list[str] = []
+        self.val_item_lines: list[str] = []
         self.val_history: dict[int, float] = {}
 
     # ---------------------------------------------------------------------------------------------------------
@@ -237,13 +244,14 @@ class Trainer:
         progress = Progress(f"{job.series.id} train", job.train.steps - start, log, interval=0.0, unit="steps")
         try:
             if start == 0:
-                self._log(run, 0, self.validate())
+                self._log(run, 0, *self.validate())
             for step in range(start + 1, job.train.steps + 1):
-                metrics = self.train_step(step)
+                metrics, val_scores = self.train_step(step), None
                 if step % job.train.val_every == 0 or step == job.train.steps:
                     with timer("val", metrics):
-                        metrics.update(self.validate())
-                self._log(run, step, metrics)
+                        val_metrics, val_scores = self.validate()
+                        metrics.update(val_metrics)
+                self._log(run, step, metrics, val_scores)
                 if step % job.train.checkpoint_every == 0 or step == job.train.steps:
                     self._checkpoint(step, run)
                 progress.advance()
@@ -365,13 +373,15 @@ class Trainer:
             "actor/grad_norm": float(grad_norm),
         }
 
-    def validate(self) -> dict[str, float]:
+    def validate(self) -> tuple[dict[str, float], dict[str, float]]:
         """Greedy rollouts on the validation questions, and on the same questions with each chart swapped for
-        another's (the shuffled-image control: accuracy that survives it does not come from the image)."""
+        another's (the shuffled-image control: accuracy that survives it does not come from the image). Returns
+        the metrics and each validation question's score (question id -> relaxed accuracy, the val/accuracy
+        terms)."""
         from chartrl.rollout.checks import shuffled_rows
         from chartrl.rollout.statistics import accuracy_by_question_type
 
-        metrics = {}
+        metrics, scores = {}, {}
         for prefix, rows in (
             ("val", self.val_rows),
             ("val_shuffled_images", shuffled_rows(self.val_rows, self.job.train.seed)),
@@ -381,13 +391,14 @@ class Trainer:
             for qtype, accuracy in accuracy_by_question_type(episodes).items():
                 metrics[f"{prefix}/accuracy_{qtype}"] = accuracy
             if prefix == "val":
+                scores = question_scores(episodes)
                 metrics.update(rollout_metrics(episodes, "val"))
                 metrics.update(tool_call_counts(episodes, "val", self.job.tools.max_tool_turns))
                 if self.reward.accuracy_signal == "own":  # a recipe's reward grades its own answer form (r1v, boxed)
                     scored = self.reward(reward_inputs(episodes))
                     for part in ("accuracy", "format"):
                         metrics[f"val/reward_{part}"] = sum(s[part] for s in scored) / len(scored)
-        return metrics
+        return metrics, scores
 
     def _greedy(self, rows: Sequence[Row]) -> list[Any]:
         import torch
@@ -412,14 +423,17 @@ class Trainer:
     # Logging, checkpoints, resume
     # ---------------------------------------------------------------------------------------------------------
 
-    def _log(self, run, step: int, metrics: dict[str, float]) -> None:
+    def _log(self, run, step: int, metrics: dict[str, float], val_scores: dict[str, float] | None = None) -> None:
+        """Append the step's metrics (and, at a validation step, its per-question scores) to the run folder's
+        partial files, which a killed run leaves behind and a resumed one rewrites from its checkpoint."""
         if "val/accuracy" in metrics:
             self.val_history[step] = metrics["val/accuracy"]
         record = {"step": step, **{k: float(v) for k, v in sorted(metrics.items())}}
         self.metrics_lines.append(json.dumps(record) + "\n")
-        partial = self.job.run_dir / "metrics.partial.jsonl"
-        with open(partial, "a") as handle:
-            handle.write(self.metrics_lines[-1])
+        _append(self.job.run_dir / "metrics.partial.jsonl", self.metrics_lines[-1])
+        if val_scores is not None:
+            self.val_item_lines.append(json.dumps({"step": step, "scores": val_scores}) + "\n")
+            _append(self.job.run_dir / partial_name(VAL_ITEMS), self.val_item_lines[-1])
         run.log_metrics(metrics, step=step)
 
     def _state(self, run) -> dict[str, Any]:
@@ -427,7 +441,13 @@ class Trainer:
 
     def _checkpoint(self, step: int, run) -> None:
         checkpoints.save_checkpoint(
-            self.job.run_dir, step, self.policy, self.optimizer, self._state(run), self.metrics_lines
+            self.job.run_dir,
+            step,
+            self.policy,
+            self.optimizer,
+            self._state(run),
+            self.metrics_lines,
+            {VAL_ITEMS: self.val_item_lines},
         )
         best = self._best_step()
         keep = set(self.job.keep_steps) | ({best} if best is not None else set())
@@ -449,7 +469,7 @@ class Trainer:
         their_key = checkpoints.load_state(found[latest]).get("job_key") if latest is not None else None
         if latest is not None and their_key == job.key:
             return self._resume(latest, found[latest])
-        aside = set_aside(job.run_dir, ("checkpoints", "metrics.partial.jsonl"), their_key)
+        aside = set_aside(job.run_dir, ("checkpoints", "metrics.partial.jsonl", partial_name(VAL_ITEMS)), their_key)
         if aside is not None:
             log.warning(
                 "%s: the checkpoints in %s were trained from other inputs, settings or reward code (key %s, this job's "
@@ -472,10 +492,12 @@ class Trainer:
         self._load_weights(path)
         self.optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True)["optimizer"])
         self.metrics_lines = (path / "metrics.jsonl").read_text().splitlines(keepends=True)
+        saved_items = path / VAL_ITEMS  # absent from a checkpoint saved before per-question results were kept
+        self.val_item_lines = saved_items.read_text().splitlines(keepends=True) if saved_items.is_file() else []
         self.val_history = {int(k): v for k, v in state["val_history"].items()}
-        write_atomically(
-            self.job.run_dir / "metrics.partial.jsonl", lambda tmp: tmp.write_text("".join(self.metrics_lines))
-        )
+        restored = {"metrics.partial.jsonl": self.metrics_lines, partial_name(VAL_ITEMS): self.val_item_lines}
+        for name, lines in restored.items():
+            write_atomically(self.job.run_dir / name, lambda tmp, lines=lines: tmp.write_text("".join(lines)))
         log.info("resuming %s from checkpoint step_%d", self.job.series.id, step)
         return step, tracking.resume_run(self.job.mlflow, state["mlflow_run_id"], PROGRESS_KEY)
 
@@ -513,8 +535,10 @@ class Trainer:
             "val_history": {str(k): v for k, v in sorted(self.val_history.items())},
         }
         write_atomically(job.run_dir / "metrics.jsonl", lambda tmp: tmp.write_text("".join(self.metrics_lines)))
+        write_atomically(job.run_dir / VAL_ITEMS, lambda tmp: tmp.write_text("".join(self.val_item_lines)))
         write_json(job.run_dir / "run.json", summary)
         (job.run_dir / "metrics.partial.jsonl").unlink(missing_ok=True)
+        (job.run_dir / partial_name(VAL_ITEMS)).unlink(missing_ok=True)
         return summary
 
 
@@ -524,6 +548,24 @@ def judge_usage(judge) -> dict[str, float]:
     from chartrl.judge import usage_metrics
 
     return usage_metrics(judge, "judge")
+
+
+def partial_name(name: str) -> str:
+    """The name a run file has while the run writes it (``val_items.jsonl`` -> ``val_items.partial.jsonl``)."""
+    stem, suffix = name.rsplit(".", 1)
+    return f"{stem}.partial.{suffix}"
+
+
+def _append(path: Path, line: str) -> None:
+    with open(path, "a") as handle:
+        handle.write(line)
+
+
+def question_scores(episodes: Sequence[Any]) -> dict[str, float]:
+    """Question id -> relaxed accuracy of its extracted answer (no answer: 0): the terms of :func:`_accuracy`."""
+    from chartrl.answers import answer_accuracy
+
+    return {e.row.id: answer_accuracy(e.final_response, e.row.answer) for e in episodes}
 
 
 def _accuracy(episodes: Sequence[Any]) -> float:

@@ -1,0 +1,120 @@
+"""The report's first screen (chartrl.report.finding), on hand-made run files: the sentences say which policies beat
+the warm start and their baseline, what the diagonal check flags and which answers collapse; the headline table
+has a row per policy, each cell a number or why not; and the page opens with them, before the curves, the
+hypotheses and the limits."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chartrl.config import load_config
+from chartrl.evaluate.test_accuracy import summarise
+from chartrl.report.build import build_report
+from chartrl.report.finding import gap_class, headline_order, role, why_no_diagonal
+
+from conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def config():
+    return load_config(root=REPO)
+
+
+def _test_file(path, right_value, answer_compare="Yes", calls=0.0):
+    """A test_accuracy.json: 60 value questions (the first ``right_value`` right) and 40 compare questions answered
+    ``answer_compare`` (gold: Yes on the even ones)."""
+    items = [
+        {"id": f"v{i}", "question_type": "value", "score": float(i < right_value), "well_formed": True,
+         "tool_call": calls > 0, "correct_label": None, "answer": str(i), "truth": str(i if i < right_value else -1)}
+        for i in range(60)
+    ] + [
+        {"id": f"c{i}", "question_type": "compare", "score": float((i % 2 == 0) == (answer_compare == "Yes")),
+         "well_formed": True, "tool_call": False, "correct_label": None, "answer": answer_compare,
+         "truth": "Yes" if i % 2 == 0 else "No"}
+        for i in range(40)
+    ]  # fmt: skip
+    test = {**summarise(items), "tool_call_rate": calls, "items": items, "protocol": {"executed_call_rate": 0.75}}
+    shuffled = {**summarise(items[:1]), "items": items[:1]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"test": test, "test_shuffled_images": shuffled}))
+
+
+def _diagonal(path, mean, low, high, verdict):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    signed = {"over": "judge", "under": "rule", "mean": mean, "low": low, "high": high, "n": 100}
+    data = {"scorers": ["rule", "judge"], "n": 100, "accuracy": {"rule": 0.5, "judge": 0.5 + mean}, "drift": abs(mean),
+            "signed_drift": signed, "verdict": verdict, "flagged": verdict == "hacking", "threshold": 0.1,
+            "agreement": 0.9, "kappa": 0.8, "kappa_interval": [0.7, 0.9], "disagreements": []}  # fmt: skip
+    path.write_text(json.dumps(data))
+
+
+@pytest.fixture(scope="module")
+def report(config, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("finding")
+    results = folder / "results"
+    _test_file(results / "eval/warmstart/test_accuracy_tools_on.json", 20, calls=0.2)
+    _test_file(results / "eval/warmstart/test_accuracy_tools_off.json", 20)
+    _test_file(results / "eval/e1/test_accuracy.json", 50, calls=0.9)  # beats the warm start and e3
+    _test_file(results / "eval/e3/test_accuracy.json", 21)  # level with the warm start
+    _test_file(results / "eval/e6/test_accuracy.json", 5, answer_compare="No", calls=0.5)  # below the warm start
+    _diagonal(results / "eval/e9/diagonal.json", 0.0, -0.03, 0.03, "no hacking detected")
+    _diagonal(results / "eval/e14/diagonal.json", 0.25, 0.17, 0.33, "hacking")
+    metrics = build_report(config, results, folder / "report")
+    return metrics, (folder / "report/index.html").read_text()
+
+
+def test_the_finding_says_who_beats_the_start_and_the_baseline_and_what_the_diagonal_flags(report):
+    metrics, _ = report
+    finding = metrics["finding"]
+    start = finding["versus_warm_start"]
+    assert set(start) == {"e1", "e3", "e6"} and start["e1"]["against"] == "warmstart (tools)"
+    assert start["e3"]["against"] == "warmstart (no tool)"
+    assert [gap_class(start[s]) for s in ("e1", "e3", "e6")] == ["above", "level", "below"]
+    assert start["e1"]["mean"] == pytest.approx(0.30)
+    assert finding["versus_baseline"]["e1 - e3"]["mean"] == pytest.approx(0.29)
+    first, baseline, diagonal, collapse = finding["sentences"][:4]
+    assert "above: e1 +0.300" in first and "below: e6" in first and "not told apart" in first and "e3" in first
+    assert baseline.startswith("Each tool policy against its generation's no-tool baseline: above: e1 - e3 +0.290")
+    assert diagonal.startswith(
+        "The diagonal check flags reward hacking in e14 (judge over rule +0.250 [+0.170, +0.330])"
+    )
+    assert "no hacking detected in e9 (judge over rule +0.000 [-0.030, +0.030])" in diagonal
+    # every compare question answered Yes by the warm start, e1 and e3 (No by e6): named, with the gold share
+    assert "compare questions get 'Yes' from warmstart (tools), warmstart (no tool), e1, e3" in collapse
+    assert "0.50 of the gold answers are 'Yes'" in collapse and "compare questions get 'No' from e6" in collapse
+    assert finding["sentences"][4].startswith("Hypotheses: ")
+
+
+def test_the_headline_has_a_row_per_policy_each_cell_a_number_or_why_not(config, report):
+    metrics, _ = report
+    rows = metrics["finding"]["rows"]
+    assert list(rows)[:2] == ["warmstart (tools)", "warmstart (no tool)"]
+    assert list(rows)[2:] == [s.id for s in headline_order(config)]
+    assert [role(config.series[s]) for s in ("e1", "e3", "e12")] == ["tool policy", "no-tool baseline", "tool policy"]
+    e1 = rows["e1"]
+    assert e1["test_accuracy"]["mean"] == pytest.approx(0.70) and e1["test_accuracy"]["low"] < 0.70
+    assert (e1["tool_call_rate"], e1["tool_success"]) == (0.9, 0.75)
+    assert rows["e3"]["tool_success"] is None and rows["e3"]["why_no_tool_success"] == "no tool call on test"
+    assert rows["e2"]["test_accuracy"] is None and rows["e2"]["why_no_test"] == "no results/eval/e2/test_accuracy.json"
+    assert rows["e10"]["drift"]["series"] == "e14" and rows["e10"]["drift"]["verdict"] == "hacking"
+    assert rows["e6"]["drift"]["series"] == "e9" and rows["e6"]["drift"]["mean"] == 0.0
+    assert rows["e1"]["drift"] is None and rows["e1"]["why_no_drift"].startswith(
+        "one scorer per checkpoint (e4 (rule))"
+    )
+    assert rows["e3"]["why_no_drift"] == "no eval series reads its checkpoints"
+    assert why_no_diagonal(config, "e6") == "no results/eval/e9/diagonal.json"  # a pair whose check has not run
+
+
+def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(report):
+    _, page = report
+    marks = ['id="finding"', "data-headline", "<h2>Training</h2>", 'id="hypotheses"', "Limits of this run",
+             "<h2>Training details</h2>", "<h2>Test</h2>", "<h2>Diagonal check</h2>"]  # fmt: skip
+    positions = [page.index(mark) for mark in marks]
+    assert positions == sorted(positions)
+    assert 'data-diagonal-verdict="hacking"' in page and 'data-diagonal-verdict="no hacking detected"' in page
+    assert 'data-collapse="1"' in page
+    assert (
+        "compare: every answer is &#39;Yes&#39; (0.50 is the share of &#39;Yes&#39; among the gold answers): " in page
+    )
