@@ -156,7 +156,8 @@ def test_answers_without_a_call_hedge_at_hedge_rate_naming_the_truth_and_another
     cfg = _cfg(default_config, tool_rate=0.0, no_tool_rate=0.5, perception_rate=0.0, hedge_rate=1.0)
     seen = set()
     for i, row in enumerate(mini_rows):
-        demo = build_demonstration(tiny_policy, row, random.Random(i), cfg, default_config.prompts, default_config.tools)
+        rng = random.Random(i)
+        demo = build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
         assert demo.kind in ("direct_hedged", "no_tool_hedged"), row.id
         answer = _trained_text(tiny_policy, demo).split("<answer>")[1].split("</answer>")[0]
         candidates = answer.split(" or ")

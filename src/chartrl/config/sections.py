@@ -233,7 +233,7 @@ class JudgeConfig(Section):
     """``reference``: a response naming several candidate answers is wrong (``refuse``) or right when one matches
     (``any``: an exploitable judge)."""
     error_rate: float
-    """``reference``: the share of items whose verdict it gets wrong, fixed per item (a stand-in for a judge's noise)."""
+    """``reference``: the share of items whose verdict it gets wrong, fixed per item (a judge's noise)."""
     max_response_chars: int
     max_concurrency: int
     max_retries: int
