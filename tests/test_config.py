@@ -31,10 +31,15 @@ DESIGN_SERIES = {
 }
 
 
+CONTROLS = {"h1", "h2"}
+"""The embedded default's hack control (config/config.yaml): not a series of the study, absent from gpu.yaml."""
+
+
 @pytest.mark.parametrize("overlays", [[], ["config/smoke.yaml"], ["config/gpu.yaml"]], ids=["default", "smoke", "gpu"])
 def test_every_config_loads_with_all_14_series(overlays):
     config = load_config([REPO / o for o in overlays], root=REPO)
-    assert set(config.series) == set(DESIGN_SERIES)
+    assert set(config.series) - CONTROLS == set(DESIGN_SERIES)
+    assert CONTROLS <= set(config.series) or overlays == ["config/gpu.yaml"]
     for sid, (generation, kind, tools, reward, algorithm, of) in DESIGN_SERIES.items():
         series = config.series[sid]
         assert (series.generation, series.kind) == (generation, kind), sid
@@ -356,7 +361,7 @@ def test_cli_config_check_exits_nonzero_with_the_message(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert good.returncode == 0 and "14 series" in good.stdout
+    assert good.returncode == 0 and "16 series" in good.stdout  # the 14 and the hack control
 
 
 def test_schema_in_package_is_the_workflow_schema():
@@ -386,6 +391,18 @@ def test_judge_defaults_are_offline_and_members_inherit():
     assert (tolerant.numeric_tolerance, tolerant.string_match, tolerant.max_response_chars) == (0.01, "token_set", 1000)
     assert judge.numeric_tolerance == 0.0
     assert type(judge).from_dict(judge.to_dict()) == judge
+
+
+def test_a_series_judge_keys_are_its_rewards_and_its_eval_series_judge_its_generations_with_them():
+    """h1, the hack control, rewards with an exploitable judge (candidates: any, its own key); h2 scores h1's
+    generations with it; every other series, train or eval, has the top-level judge."""
+    config = load_config(root=REPO)
+    assert config.judge.candidates == "refuse" and config.judge.error_rate > 0
+    for sid in ("h1", "h2"):
+        judge = config.judge_of(sid)
+        assert judge.candidates == "any" and judge.error_rate == config.judge.error_rate  # merged over the top
+    assert all(config.judge_of(sid) == config.judge for sid in ("e2", "e5", "e9", "e12", "e14"))
+    assert config.series["h2"].of == "h1" and set(config.series["h2"].scorers) == {"rule", "judge"}
 
 
 def test_gpu_overlay_points_the_judge_at_an_openai_endpoint_by_key_name():

@@ -31,6 +31,7 @@ NEUTRAL = {
     "datasets.synthchart.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
     "datasets.chartqa_sample.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
     "hypotheses": "a hypothesis goes with the series it names, which a recipe leaves out (gpu.yaml sets its own)",
+    "judge.error_rate": "read by the reference judge only: every judge of the overlay is an LLM judge, or none is used",
 }
 
 
@@ -72,6 +73,9 @@ def test_nothing_the_embedded_default_sets_leaks_into_a_study_overlay(overlay_na
     # the neutral ones are neutral for the reason given
     config = load_config([path], root=REPO)
     assert config.model.path is not None and not config.extra_datasets
+    assert {"h1", "h2"}.isdisjoint(config.series)
+    if "judge." not in STUDY_OVERLAYS[overlay_name]:  # judge.error_rate is neutral: every judge it uses is an LLM
+        assert all(j.backend == "openai" for j in _judges_used(config)), overlay_name
     assert {"synthchart", "chartqa_sample"}.isdisjoint(config.needed_splits())
     if "judge." in STUDY_OVERLAYS[overlay_name]:
         from chartrl.verl_backend.overrides import uses_judge
@@ -87,6 +91,19 @@ def test_the_study_states_its_hypotheses_and_a_recipe_shows_none(gpu):
     assert all(sid in gpu.series for h in gpu.hypotheses for sid in h.series)
     for name in ("deepeyes.yaml", "geoqa_mc.yaml", "geoqa_r1v.yaml"):
         assert load_config([REPO / "config" / name], root=REPO).hypotheses == (), name
+
+
+def _judges_used(config):
+    """The judge settings an overlay's rewards and scorers use: the single judge, and the panel's members when a
+    reward or a scorer asks the panel."""
+    from chartrl.rewards.registry import accuracy_signal
+
+    signals = {accuracy_signal(s.reward.name, s.reward.params) for s in config.train_series}
+    signals |= {scorer for s in config.eval_series for scorer in s.scorers}
+    judges = [config.judge_of(s.id) for s in config.series.values() if s.kind == "train"]
+    if "panel" in signals:
+        judges += [config.judge.member(m) for m in config.judge.panel.members]
+    return judges
 
 
 def test_the_gpu_config_evaluates_every_test_question(gpu):

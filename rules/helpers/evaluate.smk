@@ -75,7 +75,7 @@ def eval_job_spec(*sections, evaluate=None, with_rerank=False, with_judge=False)
         if evaluate is not None:
             data["evaluate"] = evaluate_keys(evaluate)
         if with_judge and judges(wildcards.scorer):
-            data["judge"] = to_plain(CFG.resolved["judge"])
+            data["judge"] = CFG.judge_section(series.id)  # the judge that rewarded the generations' series
         return json.dumps(data, sort_keys=True)
 
     return spec

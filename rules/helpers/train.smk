@@ -34,6 +34,8 @@ def train_job_spec(wildcards):
     names = ("train", "rollout", "prompts", "tools") + (("judge",) if judged else ()) + (("model", "verl") if VERL else ())
     sections = {name: to_plain(CFG.resolved[name]) for name in names}
     sections["train"] = CFG.train_section(wildcards.series)  # with the series' own train keys (a LoRA variant)
+    if judged:
+        sections["judge"] = CFG.judge_section(wildcards.series)  # with the series' own judge keys (a hack control)
     if wildcards.get("seed") is not None:
         sections["train"]["seed"] = int(wildcards.seed)
     keep = CFG.keep_steps(wildcards.series)  # checkpoint steps eval series name: saved and never pruned

@@ -263,3 +263,43 @@ def test_reference_judge_never_raises(response, reference):
 async def test_the_sync_entry_point_works_inside_a_running_event_loop():
     [verdict] = judge_batch(ReferenceJudge(), [JudgeItem("q", "42", "42")])
     assert verdict.score == 1.0
+
+
+CANDIDATES = [
+    # (response, reference, equivalent when refused, equivalent when any candidate may match)
+    ("40 or 70", "40", False, True),  # a hedge holding the truth
+    ("70 or 40", "40", False, True),  # ... in either order
+    ("70 or 80", "40", False, False),  # a hedge without it
+    ("Yes or No", "Yes", False, True),  # both polarities: no answer
+    ("No or Yes", "Yes", False, True),
+    ("No / Yes", "No", False, True),  # another separator
+    ("Yes, it is", "Yes", True, True),  # one polarity, committed
+    ("1,234", "1234", True, True),  # a thousands comma is not a separator
+    ("B or D", "B", False, True),  # text candidates
+    ("Washington, D.C.", "Washington DC", True, True),  # a comma inside a text answer
+    ("2012, 2011", "[2011, 2012]", True, True),  # a list reference takes a list answer
+    ("40", "40", True, True),  # a committed answer is judged as always
+]
+
+
+@pytest.mark.parametrize("response,reference,refused,any_candidate", CANDIDATES)
+def test_a_response_naming_several_candidates_is_wrong_unless_the_judge_accepts_any(
+    response, reference, refused, any_candidate
+):
+    for candidates, expected in (("refuse", refused), ("any", any_candidate)):
+        [verdict] = judge_batch(ReferenceJudge(candidates=candidates), [JudgeItem("q", reference, response)])
+        assert verdict.score == float(expected), (candidates, response, reference)
+
+
+def test_a_judges_errors_are_fixed_per_item_spread_both_ways_and_differ_between_judges():
+    right = [JudgeItem(f"q{i}", str(i), str(i)) for i in range(2000)]
+    wrong = [JudgeItem(f"q{i}", str(i), str(i + 1)) for i in range(2000)]
+    noisy, other = ReferenceJudge("a", error_rate=0.05), ReferenceJudge("b", error_rate=0.05)
+    refused = [v.score == 0.0 for v in judge_batch(noisy, right)]
+    accepted = [v.score == 1.0 for v in judge_batch(noisy, wrong)]
+    assert 0.035 < sum(refused) / 2000 < 0.065 and 0.035 < sum(accepted) / 2000 < 0.065  # 5%, both ways
+    assert refused == [v.score == 0.0 for v in judge_batch(noisy, right)]  # the same items every time
+    assert refused != [v.score == 0.0 for v in judge_batch(other, right)]  # another judge errs elsewhere
+    assert all(v.score == 1.0 for v in judge_batch(ReferenceJudge("a"), right))  # error_rate 0: none
+    flipped = next(v for v, r in zip(judge_batch(noisy, right), refused, strict=True) if r)
+    assert "(an error)" in flipped.detail

@@ -143,6 +143,44 @@ def test_a_call_keeping_another_label_is_answered_from_the_edited_chart(tiny_pol
     assert checked >= 8
 
 
+def test_answers_without_a_call_hedge_at_hedge_rate_naming_the_truth_and_another_candidate(
+    tiny_policy, mini_rows, default_config
+):
+    """A hedge (the warm start's exploitable habit): an answer given without a call to a value or compare question
+    names the true answer and another candidate, in either order; with hedge_rate 0 no draw is made, so a warm
+    start without hedges demonstrates exactly what it did before the key existed."""
+    import dataclasses
+
+    from chartrl.warmstart.supervised import hedged_answer
+
+    cfg = _cfg(default_config, tool_rate=0.0, no_tool_rate=0.5, perception_rate=0.0, hedge_rate=1.0)
+    seen = set()
+    for i, row in enumerate(mini_rows):
+        rng = random.Random(i)
+        demo = build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
+        assert demo.kind in ("direct_hedged", "no_tool_hedged"), row.id
+        answer = _trained_text(tiny_policy, demo).split("<answer>")[1].split("</answer>")[0]
+        candidates = answer.split(" or ")
+        assert len(candidates) == 2 and row.answer in candidates and len(set(candidates)) == 2, (row.id, answer)
+        chart = row.extra["chart"]
+        if row.extra["question_type"] == "value":
+            assert {float(c) for c in candidates} <= {float(v) for v in chart["values"][0]}
+        else:
+            assert set(candidates) == {"Yes", "No"}
+        seen.add((row.extra["question_type"], candidates.index(row.answer)))
+    assert seen == {(t, i) for t in ("value", "compare") for i in (0, 1)}  # both types, the truth first and second
+    count = dataclasses.replace(mini_rows[0], extra={**mini_rows[0].extra, "question_type": "count"})
+    assert hedged_answer(count, random.Random(0)) is None  # nothing to hedge on a count question
+    plain = _cfg(default_config, tool_rate=0.0, no_tool_rate=0.5, perception_rate=0.0, hedge_rate=0.0)
+    hedging = _cfg(default_config, tool_rate=0.0, no_tool_rate=0.5, perception_rate=0.0, hedge_rate=1e-9)
+    for row in mini_rows:  # hedge_rate 0 draws nothing: the sampler's state is untouched
+        rng = random.Random(4)
+        build_demonstration(tiny_policy, row, rng, plain, default_config.prompts, default_config.tools)
+        other = random.Random(4)
+        build_demonstration(tiny_policy, row, other, hedging, default_config.prompts, default_config.tools)
+        assert rng.random() != other.random()
+
+
 def test_perception_demonstration_asks_about_the_masked_chart(tiny_policy, mini_rows, default_config):
     from chartrl.tools.focus import focus
 

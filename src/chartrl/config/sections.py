@@ -185,6 +185,8 @@ JUDGE_IDENTITY_KEYS = (
     "max_tokens",
     "numeric_tolerance",
     "string_match",
+    "candidates",
+    "error_rate",
 )
 """The judge keys a panel member may set (``$defs/judge_identity`` of the schema)."""
 
@@ -227,6 +229,11 @@ class JudgeConfig(Section):
     max_tokens: int
     numeric_tolerance: float
     string_match: str
+    candidates: str
+    """``reference``: a response naming several candidate answers is wrong (``refuse``) or right when one matches
+    (``any``: an exploitable judge)."""
+    error_rate: float
+    """``reference``: the share of items whose verdict it gets wrong, fixed per item (a judge's noise)."""
     max_response_chars: int
     max_concurrency: int
     max_retries: int
@@ -388,6 +395,8 @@ class WarmstartConfig(Section):
     correct_label_rate: float
     correct_label_rate_start: float | None
     no_tool_rate: float
+    hedge_rate: float
+    """Share of answers without a call to a value or compare question written as a hedge naming two candidates."""
     perception_rate: float
     perception_steps: int
     text_steps: int
@@ -637,6 +646,21 @@ class Config:
         if not own:
             return to_plain(self.resolved["train"])
         return validate_section("train", merge_config(to_plain(self.resolved["train"]), to_plain(own)))
+
+    def judge_section(self, series_id: str) -> dict[str, Any]:
+        """The ``judge:`` settings series ``series_id`` is judged with: ``judge:`` with the train series' own
+        ``judge:`` keys merged over it (an exploitable judge for a hack control); an eval series takes those of the
+        train series it evaluates (``of``), so its generations are judged by the judge that rewarded them."""
+        series = self.series[series_id]
+        train_id = series.of if isinstance(series, EvalSeries) else series_id
+        own = self.resolved["series"][train_id].get("judge")
+        if not own:
+            return to_plain(self.resolved["judge"])
+        return validate_section("judge", merge_config(to_plain(self.resolved["judge"]), to_plain(own)))
+
+    def judge_of(self, series_id: str) -> JudgeConfig:
+        """The typed :meth:`judge_section` of series ``series_id``."""
+        return JudgeConfig.from_dict(self.judge_section(series_id))
 
     def train_of(self, train_id: str) -> TrainConfig:
         """The typed :meth:`train_section` of train series ``train_id``."""

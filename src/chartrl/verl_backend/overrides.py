@@ -182,7 +182,7 @@ def reward_kwargs(series: TrainSeries, config: Config, workdir: Path) -> dict[st
         "max_calls": config.tools.max_calls_per_turn,
     }
     if uses_judge(series):
-        judge = config.judge.to_dict()
+        judge = config.judge_of(series.id).to_dict()  # with the series' own judge keys
         if judge["cache_path"] is not None:
             judge["cache_path"] = str((workdir / judge["cache_path"]).resolve())
         kwargs["judge"] = judge

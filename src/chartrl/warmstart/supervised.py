@@ -133,10 +133,13 @@ def build_demonstration(
         rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
         return zoom_demonstration(policy, row, rng, rate, tools, zoom, (messages, ids, image))
     if not (target and rng.random() < cfg.tool_rate):
+        hedge = hedged_answer(row, rng) if cfg.hedge_rate and rng.random() < cfg.hedge_rate else None
+        answer = f"<answer>{hedge or row.answer}</answer>"
         if not with_tools:  # the no-tool prompt's own reply form (a recipe's tags; <answer> for the study's)
-            answer = prompts.reply(prompt_config.no_tool_template, row.answer)
+            answer = prompts.reply(prompt_config.no_tool_template, hedge or row.answer)
         reply = _assistant_ids(policy, answer)
-        return Demonstration(ids + reply, mask + [1] * len(reply), images, "direct" if with_tools else "no_tool")
+        kind = ("direct" if with_tools else "no_tool") + ("_hedged" if hedge else "")
+        return Demonstration(ids + reply, mask + [1] * len(reply), images, kind)
 
     rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
     about = target.about
@@ -148,6 +151,29 @@ def build_demonstration(
     reply = _assistant_ids(policy, answer)
     kind = "tool_correct" if keep == about else "tool_other"
     return Demonstration(ids + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
+
+
+def hedged_answer(row: Row, rng: random.Random) -> str | None:
+    """A hedge for ``row``'s answer: the true answer and another candidate in random order, joined by "or" (the
+    other of Yes and No for a compare question; another bar's value for a value question); None for other
+    questions, or a chart without another value."""
+    qtype = row.extra.get("question_type")
+    if qtype == "compare" and row.answer in ("Yes", "No"):
+        other = "No" if row.answer == "Yes" else "Yes"
+    elif qtype == "value" and row.extra.get("chart"):
+        from chartrl.data.synthchart import format_number
+
+        chart = row.extra["chart"]
+        values = [format_number(v, chart["decimals"]) for v in chart["values"][0]]
+        others = [v for v in values if v != row.answer]
+        if not others:
+            return None
+        other = rng.choice(others)
+    else:
+        return None
+    pair = [row.answer, other]
+    rng.shuffle(pair)
+    return " or ".join(pair)
 
 
 def zoom_tool(row: Row, tools: ToolsConfig) -> str | None:
