@@ -29,7 +29,7 @@ def judge_secrets_of(series_id):
     from chartrl.rewards import accuracy_signal
 
     reward = CFG.series[series_id].reward
-    return judge_key_names(CFG.judge.to_dict(), accuracy_signal(reward.name, reward.params))
+    return judge_key_names(CFG.judge_section(series_id), accuracy_signal(reward.name, reward.params))
 
 
 def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):

@@ -479,7 +479,8 @@ def _judge_evidence(config: Config, sid: str, other: str, lines: Sequence[Mappin
     signal = _signal(config, sid)
     if signal not in ("judge", "panel"):
         return None
-    members = [config.judge.member(m) for m in config.judge.panel.members] if signal == "panel" else [config.judge]
+    judge = config.judge_of(sid)
+    members = [judge.member(m) for m in judge.panel.members] if signal == "panel" else [judge]
     offline = all(m.backend == "reference" for m in members)
     who = "the offline reference judge (answer equivalence, not an LLM)" if offline else "an LLM judge"
     if not any("judge/verdicts" in m for m in lines):
