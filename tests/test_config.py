@@ -397,10 +397,10 @@ def test_a_series_judge_keys_are_its_rewards_and_its_eval_series_judge_its_gener
     """h1, the hack control, rewards with an exploitable judge (candidates: any, its own key); h2 scores h1's
     generations with it; every other series, train or eval, has the top-level judge."""
     config = load_config(root=REPO)
-    assert config.judge.candidates == "refuse" and config.judge.error_rate > 0
+    assert config.judge.candidates == "refuse" and config.judge.false_accept_rate > config.judge.false_reject_rate > 0
     for sid in ("h1", "h2"):
         judge = config.judge_of(sid)
-        assert judge.candidates == "any" and judge.error_rate == config.judge.error_rate  # merged over the top
+        assert judge.candidates == "any" and judge.false_accept_rate == config.judge.false_accept_rate  # merged over
     assert all(config.judge_of(sid) == config.judge for sid in ("e2", "e5", "e9", "e12", "e14"))
     assert config.series["h2"].of == "h1" and set(config.series["h2"].scorers) == {"rule", "judge"}
 

@@ -31,7 +31,11 @@ NEUTRAL = {
     "datasets.synthchart.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
     "datasets.chartqa_sample.": "defined, but no series of gpu.yaml reads it and extra_datasets is []",
     "hypotheses": "a hypothesis goes with the series it names, which a recipe leaves out (gpu.yaml sets its own)",
-    "judge.error_rate": "read by the reference judge only: every judge of the overlay is an LLM judge, or none is used",
+    "series.e4.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
+    "series.e8.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
+    "series.e9.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
+    "judge.false_accept_rate": "read by the reference judge only: every judge of the overlay is an LLM, or none is used",
+    "judge.false_reject_rate": "read by the reference judge only: every judge of the overlay is an LLM, or none is used",
 }
 
 
@@ -74,7 +78,9 @@ def test_nothing_the_embedded_default_sets_leaks_into_a_study_overlay(overlay_na
     config = load_config([path], root=REPO)
     assert config.model.path is not None and not config.extra_datasets
     assert {"h1", "h2"}.isdisjoint(config.series)
-    if "judge." not in STUDY_OVERLAYS[overlay_name]:  # judge.error_rate is neutral: every judge it uses is an LLM
+    if {"e4", "e8", "e9"} & set(config.series):  # the study names its own evaluation points
+        assert all(f"series.{sid}.checkpoint" in overlay for sid in ("e4", "e8", "e9")), overlay_name
+    if "judge." not in STUDY_OVERLAYS[overlay_name]:  # the judge's error rates are neutral: every judge it uses is an LLM
         assert all(j.backend == "openai" for j in _judges_used(config)), overlay_name
     assert {"synthchart", "chartqa_sample"}.isdisjoint(config.needed_splits())
     if "judge." in STUDY_OVERLAYS[overlay_name]:

@@ -186,7 +186,8 @@ JUDGE_IDENTITY_KEYS = (
     "numeric_tolerance",
     "string_match",
     "candidates",
-    "error_rate",
+    "false_accept_rate",
+    "false_reject_rate",
 )
 """The judge keys a panel member may set (``$defs/judge_identity`` of the schema)."""
 
@@ -232,8 +233,10 @@ class JudgeConfig(Section):
     candidates: str
     """``reference``: a response naming several candidate answers is wrong (``refuse``) or right when one matches
     (``any``: an exploitable judge)."""
-    error_rate: float
-    """``reference``: the share of items whose verdict it gets wrong, fixed per item (a judge's noise)."""
+    false_accept_rate: float
+    """``reference``: the share of wrong answers it accepts, fixed per item (a judge's errors, lenient side)."""
+    false_reject_rate: float
+    """``reference``: the share of right answers it refuses, fixed per item (a judge's errors, harsh side)."""
     max_response_chars: int
     max_concurrency: int
     max_retries: int
