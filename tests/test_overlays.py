@@ -34,8 +34,8 @@ NEUTRAL = {
     "series.e4.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
     "series.e8.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
     "series.e9.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
-    "judge.false_accept_rate": "read by the reference judge only: every judge of the overlay is an LLM, or none is used",
-    "judge.false_reject_rate": "read by the reference judge only: every judge of the overlay is an LLM, or none is used",
+    "judge.false_accept_rate": "read by the reference judge only: every judge the overlay uses is an LLM",
+    "judge.false_reject_rate": "read by the reference judge only: every judge the overlay uses is an LLM",
 }
 
 
@@ -80,7 +80,7 @@ def test_nothing_the_embedded_default_sets_leaks_into_a_study_overlay(overlay_na
     assert {"h1", "h2"}.isdisjoint(config.series)
     if {"e4", "e8", "e9"} & set(config.series):  # the study names its own evaluation points
         assert all(f"series.{sid}.checkpoint" in overlay for sid in ("e4", "e8", "e9")), overlay_name
-    if "judge." not in STUDY_OVERLAYS[overlay_name]:  # the judge's error rates are neutral: every judge it uses is an LLM
+    if "judge." not in STUDY_OVERLAYS[overlay_name]:  # the judge's error rates are neutral: its judges are LLMs
         assert all(j.backend == "openai" for j in _judges_used(config)), overlay_name
     assert {"synthchart", "chartqa_sample"}.isdisjoint(config.needed_splits())
     if "judge." in STUDY_OVERLAYS[overlay_name]:
