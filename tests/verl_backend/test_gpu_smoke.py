@@ -25,6 +25,7 @@ SIZES = {
     "run_series": "e1 (tools, rule reward), e2 (judge reward) and e4 (e1's evaluation)",
     "series": "narrowed to run_series, and e4 evaluates step 2",
     "reference_values": "the published numbers of the series left out go with them",
+    "hypotheses": "the hypotheses naming a series left out go with it",
     "train.steps": "4 steps",
     "train.prompts_per_step": "16 prompts",
     "train.val_every": "a validation every 2 steps",
