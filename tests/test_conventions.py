@@ -1,10 +1,12 @@
 """Snakemake conventions a user expects, read from the rule files and the documentation: every rule has a log and
-a benchmark, the judge-bound score rule declares its memory and retries, and every documented command passes the
-workflow profile (Snakemake does not find it on its own beside a root Snakefile)."""
+a benchmark, the judge-bound score rule declares its memory and retries, Snakemake finds the workflow profile
+(``profiles/default``) without a flag, and every documented ``snakemake`` command (README, docs/, the Makefile, the
+configs' and profiles' comments) parses as written and names files that exist."""
 
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
@@ -40,25 +42,62 @@ def test_the_judge_bound_score_rule_declares_memory_and_retries():
     assert re.search(r"^\s+resources:\s*\n\s+mem_mb=", body, re.MULTILINE)
 
 
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+# Files a documented command names that the user writes: the site overlay of docs/cluster.md, its copy of a profile.
+USER_FILES = {"site.yaml", "my-slurm"}
+
+
 def documented_commands() -> list[tuple[str, str]]:
-    """``snakemake`` commands that run the workflow (``--cores``, or a dry run of a config), as the docs and comments
-    write them."""
-    files = [REPO / "README.md", REPO / "Makefile", *sorted((REPO / "config").glob("*.yaml"))]
-    files += sorted((REPO / "workflow" / "profiles").glob("*/*.yaml"))
+    """``snakemake`` commands that run the workflow (``--cores``, a dry run, a profile), as the docs and comments write
+    them, a command continued with a backslash joined into one line."""
+    files = [*DOCUMENTS, REPO / "Makefile", *sorted((REPO / "config").glob("*.yaml"))]
+    files += sorted((REPO / "profiles").glob("*/*.yaml"))
     commands = []
     for path in files:
-        for line in path.read_text().splitlines():
-            for command in re.findall(r"snakemake (?:[^`#\n]*)", line):
-                if "--cores" in command or (re.search(r" -n\b", command) and "--configfile" in command):
-                    commands.append((path.name, command))
+        text = re.sub(r"\\\n[ #]*", " ", path.read_text())
+        text = text.replace("$(SNAKEMAKE)", "snakemake").replace("$(CORES)", "all")  # the Makefile's variables
+        for line in text.splitlines():
+            for command in re.findall(r"\bsnakemake (?:[^`#\n]*)", line):
+                if re.search(r"--cores|(?:^| )-n\b|--workflow-profile|--profile", command):
+                    commands.append((str(path.relative_to(REPO)), command.strip()))
     return commands
 
 
-def test_every_documented_run_passes_a_profile():
-    commands = documented_commands()
-    assert len(commands) > 10
-    for where, command in commands:
-        assert "--workflow-profile" in command or "--profile" in command, f"{where}: {command}"
+def test_the_documents_give_commands():
+    where = {path for path, _ in documented_commands()}
+    assert len(documented_commands()) > 10
+    assert {"README.md", "docs/cluster.md", "Makefile"} <= where
+
+
+def test_snakemake_finds_the_default_profile_without_a_flag(tmp_path, monkeypatch, capsys):
+    """Snakemake 9 reads ``profiles/default`` beside the Snakefile: the profile's settings hold with no flag."""
+    from snakemake.cli import parse_args
+
+    monkeypatch.chdir(tmp_path)
+    _, args = parse_args(["--snakefile", str(REPO / "Snakefile"), "-n"])
+    assert "workflow specific profile" in capsys.readouterr().err
+    assert args.printshellcmds and args.rerun_incomplete and args.latency_wait == 10
+    assert "gpu" in args.resources  # the local GPU limit, 0 by default
+
+
+@pytest.mark.parametrize("where,command", documented_commands())
+def test_every_documented_command_runs_as_written(where, command):
+    """Each command parses with Snakemake's own argument parser, and the profiles and config files it names exist
+    (the default profile is never passed: Snakemake reads it on its own)."""
+    from snakemake.cli import get_argument_parser
+
+    assert "workflow/profiles" not in command and "profiles/default" not in command, f"{where}: {command}"
+    words = shlex.split(command)[1:]
+    args = get_argument_parser().parse_args(words)
+    named = [*(args.configfile or []), *([args.workflow_profile] if args.workflow_profile else [])]
+    named += [*(args.profile or [])]
+    for name in map(str, named):
+        assert name in USER_FILES or (REPO / name).exists(), f"{where}: {command} names {name}, which does not exist"
+
+
+def test_no_document_points_outside_the_repository():
+    for path in [*DOCUMENTS, REPO / "Makefile", REPO / ".ci" / "run"]:
+        assert "../shared" not in path.read_text(), path
 
 
 def test_test_modules_have_distinct_names():

@@ -71,7 +71,7 @@ def dry_run(tmp_path_factory):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=2",
+         str(REPO / "profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=2",
          "--configfile", str(GPU), str(SMOKE)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -24,7 +24,7 @@ def gpu_workflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), *args,
+         str(REPO / "profiles/default"), "--directory", str(workdir), *args,
          f"--configfile={REPO / 'config/gpu.yaml'}"],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
