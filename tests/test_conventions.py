@@ -107,3 +107,32 @@ def test_test_modules_have_distinct_names():
     for path in sorted((REPO / "tests").rglob("test_*.py")):
         names.setdefault(path.name, []).append(str(path.relative_to(REPO)))
     assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings (code blocks aside; a repeated heading gets -1, -2, ...)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        name, n = slug, 0
+        while name in found:
+            n += 1
+            name = f"{slug}-{n}"
+        found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("path", [*DOCUMENTS, REPO / "bench" / "make_run_timings.md"], ids=lambda p: p.name)
+def test_every_relative_link_resolves(path):
+    """Each link to a file of the repository names one that exists, and each #anchor a heading of that file."""
+    text = path.read_text()
+    for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)):
+        if re.match(r"[a-z]+:", target):
+            continue  # a web address
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        assert linked.exists(), f"{path.name}: {target}"
+        assert REPO in linked.parents or linked == REPO, f"{path.name}: {target} points outside the repository"
+        if anchor:
+            assert anchor in anchors(linked.read_text()), f"{path.name}: {target}: no such heading"
