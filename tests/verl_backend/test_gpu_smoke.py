@@ -66,7 +66,8 @@ def test_the_smoke_run_is_the_smallest_study():
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    """The smoke run's dry run with the README's GPU limit for 2 GPUs: (kind, name) -> (command words, resources)."""
+    """The smoke run's dry run with the GPU limit for 2 GPUs (docs/cluster.md): (kind, name) -> (command words,
+    resources)."""
     workdir = tmp_path_factory.mktemp("smoke")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
