@@ -136,3 +136,13 @@ def test_every_relative_link_resolves(path):
         assert REPO in linked.parents or linked == REPO, f"{path.name}: {target} points outside the repository"
         if anchor:
             assert anchor in anchors(linked.read_text()), f"{path.name}: {target}: no such heading"
+
+
+def test_the_readme_is_for_users():
+    """At most 250 lines, and no commit hash or date in it: measurements live in docs/results.md and bench/, each
+    headed by its commit, date and machine; history lives in git."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 250
+    commit = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+    date = re.compile(r"\b(19|20)\d\d-\d\d-\d\d\b")
+    assert [line for line in lines if commit.search(line) or date.search(line)] == []
