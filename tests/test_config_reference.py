@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from chartrl.config.reference import load_schema_text, render_reference
+from chartrl.commands.config_reference import load_schema_text, render_reference
 
 from conftest import REPO
 

@@ -34,7 +34,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_reference(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from chartrl.config.reference import load_schema_text, render_reference
+    from chartrl.commands.config_reference import load_schema_text, render_reference
 
     text = render_reference(load_schema_text(Path(args.schema).read_text()))
     if args.out is None:

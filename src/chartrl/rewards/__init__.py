@@ -1,6 +1,6 @@
 """Rewards and scorers: one registry, pure functions of (response, truth, metadata) returning
-``{"overall": ..., <parts>}``; the evaluation scorers are the same functions (every definition is in
-docs/rewards.md).
+``{"overall": ..., <parts>}``; the evaluation scorers are the same functions (every definition is in the README,
+"Rewards and the judge").
 
 - :class:`RewardInput`: what a reward sees of one response.
 - :data:`REWARDS`, :func:`get_reward` (judge passed in), :func:`build_reward` (judge built from config):

@@ -1,5 +1,5 @@
 """The rewards: how each turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``.
-Pure per-item functions, so every reward definition (docs/rewards.md) reads in a few lines and
+Pure per-item functions, so every reward definition (README, "Rewards and the judge") reads in a few lines and
 the property tests call them directly. Each is registered by its decorator (``chartrl.rewards.registry``) with
 its parts, what grades its answers and its bounds; a new reward is one more decorated function here plus its
 entry in the config schema (``$defs/reward``).

@@ -1,4 +1,4 @@
-"""The shaping terms of the v2 and v3 rewards (docs/rewards.md), one small pure function
+"""The shaping terms of the v2 and v3 rewards (the README's "Rewards and the judge"), one small pure function
 each. Each term is unweighted; the rewards multiply it by its delta.
 
 Decision on the format term and tool calls: the format term judges the final (answer) turn only. A malformed
