@@ -146,3 +146,30 @@ def test_the_readme_is_for_users():
     commit = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
     date = re.compile(r"\b(19|20)\d\d-\d\d-\d\d\b")
     assert [line for line in lines if commit.search(line) or date.search(line)] == []
+
+
+def shell_lines() -> list[tuple[str, str]]:
+    """Each command line of the ```bash blocks of the README and docs/, a backslash continuation joined."""
+    found = []
+    for path in DOCUMENTS:
+        for block in re.findall(r"^```(?:bash|sh)\n(.*?)^```", path.read_text(), re.MULTILINE | re.DOTALL):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    found.append((str(path.relative_to(REPO)), line.strip()))
+    return found
+
+
+@pytest.mark.parametrize("where,line", [item for item in shell_lines() if item[1].startswith(("chartrl ", "make "))])
+def test_every_documented_chartrl_and_make_command_parses(where, line):
+    """A ``chartrl`` command parses with chartrl's own parser and names config files that exist; a ``make`` command
+    names targets of the Makefile."""
+    words = shlex.split(line, comments=True)
+    if words[0] == "make":
+        targets = set(re.findall(r"^([a-z][\w-]*):", (REPO / "Makefile").read_text(), re.MULTILINE))
+        assert {word for word in words[1:] if "=" not in word} <= targets, f"{where}: {line}"
+        return
+    from chartrl.cli import build_parser
+
+    args = build_parser().parse_args(words[1:])
+    for name in getattr(args, "configfile", None) or []:
+        assert name in USER_FILES or (REPO / name).exists(), f"{where}: {line} names {name}"
