@@ -9,7 +9,7 @@ CORES ?= all
 PIP_VERSION := 25.2
 # uv installs the lock file (in parallel, a quarter of pip's time here), from the sources pip is set up with
 UV_VERSION := 0.13.9
-SNAKEMAKE := $(BIN)/snakemake --workflow-profile workflow/profiles/default
+SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
 .PHONY: setup run test bench dryrun lint lock lock-gpu envs clean

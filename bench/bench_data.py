@@ -86,7 +86,7 @@ def bench_dry_run(repeats: int) -> list[str]:
                     "--snakefile",
                     str(REPO / "Snakefile"),
                     "--workflow-profile",
-                    str(REPO / "workflow/profiles/default"),
+                    str(REPO / "profiles/default"),
                     "--directory",
                     workdir,
                     "-n",

@@ -153,7 +153,7 @@ def sections(args) -> list[str]:
     lines += [
         "",
         "A training step is about half sampling and half update, and the warm start is a third of `make run`'s "
-        'critical path: autocast is not adopted (README, "What `make run` costs").',
+        'critical path: autocast is not adopted (docs/results.md, "bfloat16 on the CPU").',
         "",
     ]
     return lines

@@ -123,7 +123,7 @@ def _start_local_head():
         # The head's job API listens on this machine's loopback: jobs an executor places elsewhere cannot reach it.
         raise WorkflowError(
             "launcher: ray with no cluster named starts a local Ray head, which jobs on other nodes (this executor's) "
-            "cannot reach: set launcher: inline, as workflow/profiles/slurm does (a --config on the command line "
+            "cannot reach: set launcher: inline, as profiles/slurm does (a --config on the command line "
             "replaces the profile's whole config list, its launcher=inline included: repeat it there), or name a "
             "cluster (RAY_ADDRESS, ray.address)"
         )

@@ -75,7 +75,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900)
         "--snakefile",
         str(REPO / "Snakefile"),
         "--workflow-profile",
-        str(REPO / "workflow" / "profiles" / "default"),
+        str(REPO / "profiles" / "default"),
         "--directory",
         str(workdir),
         *args,

@@ -142,8 +142,8 @@ def test_a_running_head_of_another_python_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path):
-    """The README's single-node command without a GPU environment: the local head would run Snakemake's own Python
-    (no vLLM) and the first verl job would die building its rollout replicas. Refused at the start of the run,
+    """The single-node command (docs/cluster.md) without a GPU environment: the local head would run Snakemake's own
+    Python (no vLLM) and the first verl job would die building its rollout replicas. Refused at the start of the run,
     before the head or any job starts."""
     result = snakemake(
         tmp_path, "--cores", "1", "--resources", "gpu=8", f"--configfile={REPO / 'config/gpu.yaml'}",

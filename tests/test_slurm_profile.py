@@ -1,4 +1,4 @@
-"""The Slurm profile (workflow/profiles/slurm) as the locked snakemake-executor-plugin-slurm sees it: every job's
+"""The Slurm profile (profiles/slurm) as the locked snakemake-executor-plugin-slurm sees it: every job's
 resources, merged by Snakemake from the rules and the profile's set-resources, pass the plugin's own validation,
 and the verl jobs ask Slurm for their GPUs on one node through the plugin's GPU resources."""
 
@@ -39,8 +39,8 @@ def slurm_jobs(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("slurm")
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
-        [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--profile",
-         str(REPO / "workflow/profiles/slurm"), "--directory", str(workdir), "-n",
+        [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
+         str(REPO / "profiles/slurm"), "--directory", str(workdir), "-n",
          "--sdm", "env-modules",  # the profile's conda is not installed here; it changes no resource
          f"--configfile={REPO / 'config/gpu.yaml'}"],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
@@ -113,7 +113,7 @@ def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
     assert pins == [version("snakemake-executor-plugin-slurm")]
 
 
-PROFILE = REPO / "workflow/profiles/slurm/profile.yaml"
+PROFILE = REPO / "profiles/slurm/profile.yaml"
 TOOL_SERIES_HOURS = 96  # `chartrl plan`'s upper bound for a tool series of gpu.yaml: 767.7 GPU-hours on 8 GPUs
 
 

@@ -1,4 +1,4 @@
-"""GRPO and Dr.GRPO on a toy batch, against the README's formulas computed by hand."""
+"""GRPO and Dr.GRPO on a toy batch, against docs/training.md's formulas computed by hand."""
 
 from __future__ import annotations
 

@@ -67,12 +67,13 @@ def test_the_smoke_run_is_the_smallest_study():
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    """The smoke run's dry run with the README's GPU limit for 2 GPUs: (kind, name) -> (command words, resources)."""
+    """The smoke run's dry run with the GPU limit for 2 GPUs (docs/cluster.md): (kind, name) -> (command words,
+    resources)."""
     workdir = tmp_path_factory.mktemp("smoke")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=2",
+         str(REPO / "profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=2",
          "--configfile", str(GPU), str(SMOKE)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

@@ -99,7 +99,7 @@ def test_dataset_sizes(train, val, batch, problem):
 @pytest.mark.parametrize(
     "limit, shape, wrong",
     [
-        (8, (1, 8), None),  # the README's single node: one verl job at a time
+        (8, (1, 8), None),  # docs/cluster.md's single node: one verl job at a time
         (16, (1, 8), None),  # room for two
         (16, (2, 8), None),
         (0, (1, 8), "--resources gpu=0"),  # the default profile's limit: Snakemake would cap the jobs' gpu at 0

@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-README_GPU_LIMIT = "--resources gpu=8"  # the README's single-node command: one 8-GPU verl job at a time
+README_GPU_LIMIT = "--resources gpu=8"  # docs/cluster.md's single-node command: one 8-GPU verl job at a time
 
 
 def gpu_workflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -24,7 +24,7 @@ def gpu_workflow(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "workflow/profiles/default"), "--directory", str(workdir), *args,
+         str(REPO / "profiles/default"), "--directory", str(workdir), *args,
          f"--configfile={REPO / 'config/gpu.yaml'}"],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -59,7 +59,7 @@ def printed(dry_run):
 
 def test_every_verl_job_holds_the_gpus_verl_is_given(dry_run):
     """Each verl train and generate job declares gpu = verl.nnodes x verl.n_gpus_per_node (1 x 8 in gpu.yaml), so
-    with the README's --resources gpu=8 Snakemake runs them one after another; the other jobs hold none."""
+    with docs/cluster.md's --resources gpu=8 Snakemake runs them one after another; the other jobs hold none."""
     verl_jobs = {key: res for key, (_, res) in dry_run.items() if key[0] in ("train", "generate")}
     assert len(verl_jobs) == 12  # 8 train series, 4 generated checkpoints
     assert {key: res.get("gpu") for key, res in verl_jobs.items()} == {key: "8" for key in verl_jobs}
