@@ -20,19 +20,19 @@ from chartrl.errors import UsageError
 log = logging.getLogger(__name__)
 
 
-def _spec(text: str, sections: tuple[str, ...]) -> dict[str, Any]:
+def eval_spec(text: str, sections: tuple[str, ...]) -> dict[str, Any]:
     """An evaluation job's spec: the eval series (with its id), its train series (``of``) and ``sections``."""
     holds = "the eval series (with its id), as the evaluate rules write it"
     return read_job_spec(text, sections, entries=("series", "of"), with_ids=("series",), holds=holds)
 
 
-def _tags(series: dict[str, Any], stage: str, parent: str | None) -> dict[str, str]:
+def eval_tags(series: dict[str, Any], stage: str, parent: str | None) -> dict[str, str]:
     from chartrl.tracking import eval_run_tags
 
     return eval_run_tags(series, stage, parent, backend="local")
 
 
-def _parent(run_json: str | None) -> str | None:
+def parent_run_id(run_json: str | None) -> str | None:
     return json.loads(Path(run_json).read_text()).get("mlflow_run_id") if run_json else None
 
 
@@ -45,7 +45,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from chartrl.evaluate.generate import generate
     from chartrl.model.policy import load_policy
 
-    spec = _spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
     series, of = spec["series"], spec["of"]
     evaluate = EvaluateConfig(**spec["evaluate"])
     torch.set_num_threads(evaluate.threads)
@@ -53,7 +53,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     policy = load_policy(checkpoint)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     with tracking.stage_run(
-        settings, f"{series['id']}/generate", _tags(series, "generate", _parent(args.run)), given_spec(args.spec, spec)
+        settings,
+        f"{series['id']}/generate",
+        eval_tags(series, "generate", parent_run_id(args.run)),
+        given_spec(args.spec, spec),
     ) as run:
         summary = generate(
             policy,
@@ -93,7 +96,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
 
     if (args.run is None) == (args.model is None):
         raise UsageError("give exactly one of --run (a train series' run.json) and --model (a model folder)")
-    spec = _spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
     evaluate, rollout = EvaluateConfig(**spec["evaluate"]), RolloutConfig(**spec["rollout"])
     torch.set_num_threads(evaluate.threads)
     model = str(resolve_checkpoint(Path(args.run), "last")) if args.run else args.model
@@ -117,7 +120,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     series = spec["series"]
     name = tracking.test_run_name(series["id"], args.extra_seed, args.tools)
-    tags = tracking.test_run_tags(series, with_tools, _parent(args.run), args.extra_seed)
+    tags = tracking.test_run_tags(series, with_tools, parent_run_id(args.run), args.extra_seed)
     with tracking.stage_run(settings, name, tags, given_spec(args.spec, spec)) as run:
         run.log_metrics(test_accuracy_metrics(result))
         run.log_artifact(args.out)
@@ -182,7 +185,7 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
     )
     write_json(args.out, {"series": series["id"], "with_tools": with_tools, **curve})
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = {**tracking.test_run_tags(series, with_tools, _parent(args.run), None), "stage": "test_curve"}
+    tags = {**tracking.test_run_tags(series, with_tools, parent_run_id(args.run), None), "stage": "test_curve"}
     with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, given_spec(args.spec, spec)) as run:
         for point in curve["points"]:
             run.log_metrics({"test_curve/accuracy": point["accuracy"], "test_curve/n": point["n"]}, step=point["step"])
@@ -219,7 +222,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from chartrl.files import write_json
     from chartrl.judge import log_judge_usage
 
-    spec = _spec(args.spec, ("judge", "evaluate"))
+    spec = eval_spec(args.spec, ("judge", "evaluate"))
     series = spec["series"]
     if args.scorer not in series.get("scorers", []) and not args.matrix:
         raise UsageError(
@@ -234,7 +237,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     write_json(args.out, result)
     aggregate = result["aggregate"]
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = {**_tags(series, "score", _parent(args.run)), "scorer": args.scorer}
+    tags = {**eval_tags(series, "score", parent_run_id(args.run)), "scorer": args.scorer}
     if aggregate["year_rule"] is not None:  # a recipe's scorer (r1v, multiple_choice) reads no years
         tags["year_rule"] = aggregate["year_rule"]
     if judge is not None:
@@ -261,7 +264,7 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     from chartrl.evaluate.diagonal import diagonal
     from chartrl.files import write_json
 
-    spec = _spec(args.spec, ("evaluate",))
+    spec = eval_spec(args.spec, ("evaluate",))
     evaluate = EvaluateConfig(**spec["evaluate"])
     first, second = (json.loads(Path(p).read_text()) for p in (args.first, args.second))
     if first["aggregate"]["generations"] != second["aggregate"]["generations"]:
@@ -281,7 +284,7 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     result["scores"] = [args.first, args.second]
     write_json(args.out, result)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = _tags(spec["series"], "diagonal", _parent(args.run))
+    tags = eval_tags(spec["series"], "diagonal", parent_run_id(args.run))
     with tracking.stage_run(settings, f"{spec['series']['id']}/diagonal", tags, given_spec(args.spec, spec)) as run:
         metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
         if result["signed_drift"]["mean"] is not None:

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands.evaluate import _parent, _spec, _tags
+from chartrl.commands.evaluate import eval_spec, eval_tags, parent_run_id
 from chartrl.commands.spec import given_spec
 from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RerankConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
@@ -36,14 +36,14 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     from chartrl.evaluate.rerank import sample_responses
     from chartrl.model.policy import load_policy
 
-    spec = _spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
     series, of = spec["series"], spec["of"]
     rerank = _rerank_of(series)
     evaluate = EvaluateConfig(**spec["evaluate"])
     torch.set_num_threads(evaluate.threads)
     checkpoint = resolve_checkpoint(Path(args.run), series.get("checkpoint", "last"))
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = _tags(series, "rerank", _parent(args.run))
+    tags = eval_tags(series, "rerank", parent_run_id(args.run))
     with tracking.stage_run(settings, f"{series['id']}/rerank", tags, given_spec(args.spec, spec)) as run:
         summary = sample_responses(
             load_policy(checkpoint),
@@ -85,7 +85,7 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
     from chartrl.judge import judge_for_accuracy, log_judge_usage
     from chartrl.judge.prm import OpenAIScorer
 
-    spec = _spec(args.spec, ("judge", "evaluate"))
+    spec = eval_spec(args.spec, ("judge", "evaluate"))
     series = spec["series"]
     if args.scorer not in series.get("scorers", []):
         raise UsageError(
@@ -129,7 +129,7 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
     )
     write_json(args.out, result)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
-    tags = {**_tags(series, "rerank_score", _parent(args.run)), "scorer": args.scorer}
+    tags = {**eval_tags(series, "rerank_score", parent_run_id(args.run)), "scorer": args.scorer}
     params = given_spec(args.spec, spec)
     if judge is None:  # the rule scorer reads none of the judge's settings (the rule's spec leaves them out)
         params.pop("judge")

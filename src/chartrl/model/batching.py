@@ -47,7 +47,7 @@ def collate(policy, sequences: Sequence[TokenSequence], padding_side: str = "lef
     }
     images = [image for seq in sequences for image in seq.images]
     if images:
-        pixel_values, grid = _pixels(policy, images)
+        pixel_values, grid = image_pixels(policy, images)
         merge = policy.processor.image_processor.merge_size**2
         expected = int((grid.prod(dim=-1) // merge).sum())
         found = int(mm_token_type_ids.sum())
@@ -61,7 +61,7 @@ def collate(policy, sequences: Sequence[TokenSequence], padding_side: str = "lef
     return batch
 
 
-def _pixels(policy, images: list[Any]):
+def image_pixels(policy, images: list[Any]):
     """Pixel values of ``images`` (each distinct object processed once), concatenated in order."""
     import torch
 
@@ -81,7 +81,7 @@ def _pixels(policy, images: list[Any]):
 
 def image_token_count(policy, image) -> int:
     """How many ``<|image_pad|>`` tokens ``image`` expands into."""
-    _, grid = _pixels(policy, [image])
+    _, grid = image_pixels(policy, [image])
     return int(grid.prod() // policy.processor.image_processor.merge_size**2)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chartrl.model.batching import TokenSequence, _pixels
+from chartrl.model.batching import TokenSequence, image_pixels
 
 
 @dataclass
@@ -165,7 +165,7 @@ def continue_batch(
     images = [image for group in suffix_images for image in group]
     grids = []
     if images:
-        inputs["pixel_values"], inputs["image_grid_thw"] = _pixels(policy, images)
+        inputs["pixel_values"], inputs["image_grid_thw"] = image_pixels(policy, images)
         grids = list(torch.split(inputs["image_grid_thw"], [len(group) for group in suffix_images]))
     suffix_positions = []
     for row, (ids, cache, p) in enumerate(zip(suffixes, caches, prefix, strict=True)):

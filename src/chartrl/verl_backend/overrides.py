@@ -252,7 +252,7 @@ def attention_overrides(implementation: str) -> list[str]:
     ]
 
 
-def _model_overrides(config: Config, workdir: Path, model: str | None = None) -> list[str]:
+def model_overrides(config: Config, workdir: Path, model: str | None = None) -> list[str]:
     prefix = "actor_rollout_ref.model"
     found = [
         override(f"{prefix}.path", model or model_path(config, workdir)),
@@ -272,7 +272,7 @@ def _model_overrides(config: Config, workdir: Path, model: str | None = None) ->
     return found
 
 
-def _actor_overrides(config: Config) -> list[str]:
+def actor_overrides(config: Config) -> list[str]:
     """The actor's optimiser, batches, clip and offload. verl 0.9.1's FSDP engine clips gradients with
     ``actor.optim.clip_grad`` (``verl/workers/engine/fsdp/transformer_impl.py``); ``actor.grad_clip`` and
     ``actor.freeze_vision_tower`` are accepted and never read, so neither is set (``checks.ignored_settings``
@@ -301,7 +301,7 @@ def _actor_overrides(config: Config) -> list[str]:
     ]
 
 
-def _rollout_overrides(config: Config, length: int) -> list[str]:
+def rollout_overrides(config: Config, length: int) -> list[str]:
     rollout = "actor_rollout_ref.rollout"
     return [
         override(f"{rollout}.name", config.verl.rollout_engine),
@@ -317,7 +317,7 @@ def _rollout_overrides(config: Config, length: int) -> list[str]:
     ]
 
 
-def _data_overrides(
+def data_overrides(
     config: Config, train_file: Path, val_file: Path, length: int, batch: int, *, drop_overlong: bool = True
 ) -> list[str]:
     """The data files and lengths. ``drop_overlong``: verl drops a prompt longer than ``verl.max_prompt_length``
@@ -342,7 +342,7 @@ def _data_overrides(
     ]
 
 
-def _reward_overrides(name: str, kwargs: Mapping[str, Any]) -> list[str]:
+def reward_overrides(name: str, kwargs: Mapping[str, Any]) -> list[str]:
     return [
         override("reward.custom_reward_function.path", REWARD_MODULE),
         override("reward.custom_reward_function.name", name),
@@ -350,7 +350,7 @@ def _reward_overrides(name: str, kwargs: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _cluster_overrides(config: Config) -> list[str]:
+def cluster_overrides(config: Config) -> list[str]:
     return [
         override("trainer.nnodes", config.verl.nnodes),
         override("trainer.n_gpus_per_node", config.verl.n_gpus_per_node),
@@ -374,18 +374,18 @@ def train_overrides(config: Config, series_id: str, workdir: str | Path = ".") -
     length = response_length(series, config)
     train = config.train
     return [
-        *_model_overrides(config, workdir),
-        *_data_overrides(config, files.train_data, files.val_data, length, train.prompts_per_step),
+        *model_overrides(config, workdir),
+        *data_overrides(config, files.train_data, files.val_data, length, train.prompts_per_step),
         override("data.val_max_samples", train.val_rows),
-        *_rollout_overrides(config, length),
+        *rollout_overrides(config, length),
         *_agent_overrides(series, config, files),
-        *_actor_overrides(config),
+        *actor_overrides(config),
         *_algorithm_overrides(series, config, length),
-        *_reward_overrides(series.reward.name, reward_kwargs(series, config, workdir)),
+        *reward_overrides(series.reward.name, reward_kwargs(series, config, workdir)),
         override("trainer.logger", ["console", "mlflow"]),
         override("trainer.project_name", config.mlflow.experiment),
         override("trainer.experiment_name", f"{series_id}/train"),
-        *_cluster_overrides(config),
+        *cluster_overrides(config),
         override("trainer.total_training_steps", train.steps),
         override("trainer.total_epochs", NEVER_ENDING_EPOCHS),
         override("trainer.test_freq", train.val_every),
@@ -442,21 +442,21 @@ def generation_overrides(
         else []
     )
     return [
-        *_model_overrides(config, workdir, model=model_path(config, workdir) if start else str(model_dir)),
+        *model_overrides(config, workdir, model=model_path(config, workdir) if start else str(model_dir)),
         *lora,
-        *_data_overrides(config, data_file, data_file, length, config.train.prompts_per_step, drop_overlong=False),
+        *data_overrides(config, data_file, data_file, length, config.train.prompts_per_step, drop_overlong=False),
         override("data.val_max_samples", limit if limit is not None else -1),
-        *_rollout_overrides(config, length),
+        *rollout_overrides(config, length),
         *_agent_overrides(trained, config, files),
         override(f"{val}.n", n),
         *sampling,
-        *_actor_overrides(config),
+        *actor_overrides(config),
         *_algorithm_overrides(trained, config, length),
-        *_reward_overrides(GENERATION_REWARD, {}),
+        *reward_overrides(GENERATION_REWARD, {}),
         override("trainer.logger", ["console"]),
         override("trainer.project_name", config.mlflow.experiment),
         override("trainer.experiment_name", f"{series_id}/generate"),
-        *_cluster_overrides(config),
+        *cluster_overrides(config),
         override("trainer.val_only", True),
         override("trainer.val_before_train", True),
         override("trainer.resume_mode", "disable"),
