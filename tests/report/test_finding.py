@@ -10,7 +10,7 @@ import json
 import pytest
 
 from chartrl.config import load_config
-from chartrl.evaluate.test_accuracy import summarise
+from chartrl.evaluate.accuracy import summarise
 from chartrl.report.build import build_report
 from chartrl.report.finding import gap_class, headline_order, role, why_no_diagonal
 

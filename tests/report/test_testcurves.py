@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chartrl.evaluate.test_accuracy import summarise
+from chartrl.evaluate.accuracy import summarise
 from chartrl.report.panels import panel_problems
 
 from conftest import REPO
@@ -109,7 +109,7 @@ def test_curve_placebo_and_rules_fill_their_panels(tmp_path):
 
 
 def test_a_test_file_of_the_old_rule_is_not_read_as_the_curve_rule(tmp_path):
-    from chartrl.evaluate.test_curve import CurveInputError, reused_records
+    from chartrl.evaluate.curve import CurveInputError, reused_records
 
     path = tmp_path / "test_accuracy.json"
     _write(path, {"test": _condition(_records([1, 0]))})  # written before the option: the strict rule

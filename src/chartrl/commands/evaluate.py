@@ -78,7 +78,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_test_accuracy(args: argparse.Namespace) -> int:
     """A train series' last checkpoint (``--run``) or a model folder (``--model``, the warm-started base) on the
     test split: accuracy per question type next to the shuffled-image control, the sampled rerun and, for a tool
-    policy, the tool-placebo control (chartrl.evaluate.test_accuracy).
+    policy, the tool-placebo control (chartrl.evaluate.accuracy).
 
     The numbers are also logged as metrics on the run ``{series}/test`` (``/seed{N}`` for an extra seed,
     ``/tools_{on|off}`` when ``--tools`` forces the setting), nested under the train run it read. A run of its
@@ -89,8 +89,8 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
+    from chartrl.evaluate.accuracy import test_accuracy
     from chartrl.evaluate.checkpoints import resolve_checkpoint
-    from chartrl.evaluate.test_accuracy import test_accuracy
     from chartrl.files import write_json
     from chartrl.model.policy import load_policy
 
@@ -129,15 +129,15 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
 
 def cmd_test_curve(args: argparse.Namespace) -> int:
     """Greedy test accuracy of every checkpoint a train series kept (``--run``), on the first
-    ``evaluate.curve_rows`` test questions (chartrl.evaluate.test_curve): ``--last`` (its test_accuracy.json) stands
+    ``evaluate.curve_rows`` test questions (chartrl.evaluate.curve): ``--last`` (its test_accuracy.json) stands
     for the last checkpoint and ``--start`` (the warm start's, when the run trained from it) for step 0. MLflow:
     ``test_curve/accuracy`` per step on the run ``{series}/test_curve``, nested under the train run."""
     import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
-    from chartrl.evaluate.test_accuracy import test_accuracy
-    from chartrl.evaluate.test_curve import chosen_steps, test_curve
+    from chartrl.evaluate.accuracy import test_accuracy
+    from chartrl.evaluate.curve import chosen_steps, test_curve
     from chartrl.files import write_json
     from chartrl.model.policy import load_policy
 
@@ -200,7 +200,7 @@ METRIC_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /:]")
 def test_accuracy_metrics(result: dict[str, Any]) -> dict[str, float]:
     """``{condition}/accuracy``, ``{condition}/accuracy_{question type}``, ``{condition}/n`` and the format,
     tool-call and correct-label rates, for each condition (test, test_shuffled_images, test_sampled, test_placebo)."""
-    from chartrl.evaluate.test_accuracy import CONDITIONS
+    from chartrl.evaluate.accuracy import CONDITIONS
 
     metrics: dict[str, float] = {}
     for condition in CONDITIONS:

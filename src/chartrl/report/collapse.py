@@ -3,7 +3,7 @@ scores that answer's share among the gold answers, whatever it reads from the ch
 questions every series answering "Yes" scores 0.49, the share of "Yes" gold answers, and no accuracy table shows
 why: this check names it.
 
-Read from the per-question test records (``chartrl.evaluate.test_accuracy``: each keeps its extracted answer and
+Read from the per-question test records (``chartrl.evaluate.accuracy``: each keeps its extracted answer and
 the gold answer). Answers are compared after trimming and case-folding; a missing answer counts as one value.
 """
 

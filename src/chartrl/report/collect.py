@@ -191,12 +191,12 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
     series' test accuracy per question type comes from the test generations of an eval series of it on the
     evaluate split, its last checkpoint if one names it, else the checkpoint an eval series names (the study
     evaluates named steps: e1 at 65), read as the local rule reads its rollouts
-    (``chartrl.evaluate.test_accuracy``); the generations contract is the same on both backends. Returns the
+    (``chartrl.evaluate.accuracy``); the generations contract is the same on both backends. Returns the
     ``test`` condition of each series found and, per series, the eval series whose generations it read."""
     import pyarrow.parquet as pq
 
     from chartrl.data.contract import read_split
-    from chartrl.evaluate.test_accuracy import generation_test_records, summarise
+    from chartrl.evaluate.accuracy import generation_test_records, summarise
 
     dataset, split = config.resolved["evaluate"]["dataset"], config.resolved["evaluate"]["split"]
     owners = eval_series_of_generations(config)

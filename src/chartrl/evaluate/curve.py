@@ -17,7 +17,7 @@ from typing import Any
 
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
-from chartrl.evaluate.test_accuracy import summarise
+from chartrl.evaluate.accuracy import summarise
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def test_curve(
 
     ``reuse``: step -> a test_accuracy.json whose greedy records stand for that step (not rerun).
     ``evaluate_checkpoint(folder, rows) -> records``: the greedy test records of a checkpoint (the command passes
-    ``chartrl.evaluate.test_accuracy.test_accuracy`` on the loaded policy, ``conditions=("test",)``).
+    ``chartrl.evaluate.accuracy.test_accuracy`` on the loaded policy, ``conditions=("test",)``).
     """
     ids = [row.id for row in rows]
     steps = {**kept_checkpoints(run_json), **{int(s): None for s in reuse}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chartrl.evaluate.test_accuracy import summarise
+from chartrl.evaluate.accuracy import summarise
 
 
 def _record(qtype, score, *, well_formed=True, tool_call=False, correct_label=None):
@@ -41,7 +41,7 @@ def test_no_calls_means_no_label_share():
 def test_greedy_shuffled_and_sampled_conditions(warm_model_dir, synth_rows, default_config):
     """Greedy decoding is deterministic, so the greedy condition repeats exactly; the sampled condition reads the
     same questions at temperature 1 (different answers from the greedy ones on some of them)."""
-    from chartrl.evaluate.test_accuracy import CONDITIONS, test_accuracy
+    from chartrl.evaluate.accuracy import CONDITIONS, test_accuracy
     from chartrl.model.policy import load_policy
 
     policy = load_policy(warm_model_dir, threads=2)
@@ -74,7 +74,7 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
     import json
     from types import SimpleNamespace
 
-    from chartrl.evaluate.test_accuracy import generation_test_records
+    from chartrl.evaluate.accuracy import generation_test_records
 
     def call(labels):
         arguments = {"x_values": labels}  # a calling turn's text, as the contract's tool_calls hold them

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chartrl.evaluate import test_curve as curves
-from chartrl.evaluate.test_accuracy import summarise
+from chartrl.evaluate import curve as curves
+from chartrl.evaluate.accuracy import summarise
 
 
 def _record(row_id, score):
