@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from chartrl.report.panels import has_data, panel_problems
+from chartrl.report.helpers import has_data
+from chartrl.report.panels import panel_problems
 
 from conftest import REPO
 
@@ -121,7 +122,7 @@ def test_rl_effect_compares_each_seed_with_its_start(tmp_path):
 
 def test_binary_interval_is_the_bootstrap_of_a_zero_one_mean():
     from chartrl.evaluate.intervals import bootstrap_mean
-    from chartrl.report.collect import binary_interval
+    from chartrl.report.helpers import binary_interval
 
     scores = [1.0] * 40 + [0.0] * 8
     boot = bootstrap_mean(scores, samples=20000, confidence=0.95, seed=0)

@@ -10,9 +10,10 @@ from typing import Any
 from chartrl.config import Config
 from chartrl.files import write_atomically, write_json
 from chartrl.report import testcurves
-from chartrl.report.collect import collect, eval_series_of_generations, limits
+from chartrl.report.collect import collect, limits
 from chartrl.report.figures import PANELS, curves_figure, reward_parts_figure
 from chartrl.report.gallery import charts_by_id, gallery_items
+from chartrl.report.helpers import eval_series_of_generations
 from chartrl.report.order import generations_in_order
 from chartrl.report.panels import report_panels
 

@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chartrl.config import Config, EvalSeries, TrainSeries, to_plain
+from chartrl.config import Config, TrainSeries, to_plain
 from chartrl.report import testcurves
 from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
 from chartrl.report.finding import finding
+from chartrl.report.helpers import binary_interval, read_json, split_rows, verl_test_accuracy
 from chartrl.report.hypotheses import collect_hypotheses
 from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
@@ -44,10 +45,6 @@ CURVE_KEYS = (
 )
 
 
-def _read_json(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def training(results: Path, series: TrainSeries) -> dict[str, Any] | None:
     metrics_file = results / "runs" / series.id / "metrics.jsonl"
     if not metrics_file.is_file():
@@ -57,7 +54,7 @@ def training(results: Path, series: TrainSeries) -> dict[str, Any] | None:
         {k for m in lines for k in m if k == "val/accuracy" or k.startswith(("reward/", "val_reward/", *CURVE_KEYS))}
     )
     curves = {key: [[m["step"], m[key]] for m in lines if key in m] for key in keys}
-    run = _read_json(results / "runs" / series.id / "run.json") or {}
+    run = read_json(results / "runs" / series.id / "run.json") or {}
     return {"steps": lines[-1]["step"] if lines else 0, "curves": curves, "run": run}
 
 
@@ -91,7 +88,7 @@ def test_results(results: Path, config: Config) -> dict[str, Any]:
     for series in in_order(config.eval_series):
         scores = {}
         for scorer in series.scorers:
-            data = _read_json(results / "eval" / series.id / f"scores_{scorer}.json")
+            data = read_json(results / "eval" / series.id / f"scores_{scorer}.json")
             if data is not None:
                 scores[scorer] = data["aggregate"]
         out[series.id] = {"of": series.of, "checkpoint": series.checkpoint, "scores": scores}
@@ -142,7 +139,7 @@ def raw_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], di
         "warmstart (no tool)": results / "eval" / "warmstart" / "test_accuracy_tools_off.json",
     }
     files.update({s.id: results / "eval" / s.id / "test_accuracy.json" for s in in_order(config.train_series)})
-    return {name: data for name, path in files.items() if (data := _read_json(path)) is not None}, {}
+    return {name: data for name, path in files.items() if (data := read_json(path)) is not None}, {}
 
 
 def test_accuracy(
@@ -186,41 +183,6 @@ def test_accuracy(
     return {"series": tables, "gaps": gaps, "question_types": types if tables else [], "sources": sources}
 
 
-def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], dict[str, str]]:
-    """On the verl backend there is no ``test_accuracy`` rule (it rolls out with the local policy): each train
-    series' test accuracy per question type comes from the test generations of an eval series of it on the
-    evaluate split, its last checkpoint if one names it, else the checkpoint an eval series names (the study
-    evaluates named steps: e1 at 65), read as the local rule reads its rollouts
-    (``chartrl.evaluate.accuracy``); the generations contract is the same on both backends. Returns the
-    ``test`` condition of each series found and, per series, the eval series whose generations it read."""
-    import pyarrow.parquet as pq
-
-    from chartrl.data.contract import read_split
-    from chartrl.evaluate.accuracy import generation_test_records, summarise
-
-    dataset, split = config.resolved["evaluate"]["dataset"], config.resolved["evaluate"]["split"]
-    owners = eval_series_of_generations(config)
-    sources = {}
-    last_first = sorted(
-        owners.items(), key=lambda item: str(item[1][0].checkpoint) not in ("last", str(config.train.steps))
-    )
-    for owner, members in last_first:
-        first = members[0]
-        if (first.dataset, first.split) == (dataset, split):
-            if (results / "eval" / owner / "generations.parquet").is_file():
-                sources.setdefault(first.of, owner)
-    split_file = results / "data" / dataset / f"{split}.parquet"
-    if not sources or not split_file.is_file():
-        return {}, {}
-    rows = read_split(split_file)
-    raw = {}
-    for sid, owner in sources.items():
-        generations = pq.read_table(results / "eval" / owner / "generations.parquet").to_pylist()
-        records = generation_test_records(generations, rows, config.evaluate.year_rule)
-        raw[sid] = {"test": {**summarise(records), "items": records, "generations": owner}}
-    return raw, sources
-
-
 def per_seed_files(results: Path, config: Config, series: str, main: str, name: str) -> dict[int, Path]:
     """A train series' file ``name`` per train seed: the main run's under ``results/{main}/{series}/``, each extra
     seed's under ``results/seeds/{series}/seed{k}/`` (the train_seed rule, rules/train.smk)."""
@@ -240,7 +202,7 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
         paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
         per_seed = {}
         for seed, path in paths.items():
-            data = _read_json(path)
+            data = read_json(path)
             if data is None:
                 continue
             test = data["test"]
@@ -269,15 +231,6 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
 
 RL_WINDOW = 10
 """Steps in each window of the first-versus-last training reward comparison."""
-
-
-def binary_interval(mean: float, n: int, confidence: float) -> tuple[float, float]:
-    """The percentile bootstrap interval of a mean of ``n`` 0/1 scores, exactly (resampling the questions of a
-    0/1 accuracy is a binomial draw, so its quantiles are the binomial's): what ``bootstrap_mean`` converges to."""
-    from scipy.stats import binom
-
-    tail = (1 - confidence) / 2
-    return float(binom.ppf(tail, n, mean)) / n, float(binom.ppf(1 - tail, n, mean)) / n
 
 
 def reward_change(rewards: Sequence[float], window: int, confidence: float) -> dict[str, Any]:
@@ -389,7 +342,7 @@ def rl_effect(results: Path, config: Config) -> dict[str, Any]:
             if len(rewards) < 2 or not val:
                 continue
             window = min(RL_WINDOW, len(rewards) // 2)
-            n = min(config.train.val_rows, _split_rows(results, series.dataset, "val") or config.train.val_rows)
+            n = min(config.train.val_rows, split_rows(results, series.dataset, "val") or config.train.val_rows)
             items = read_val_items(path.with_name(VAL_ITEMS))
             per_seed[seed] = {
                 **reward_change(rewards, window, config.evaluate.confidence),
@@ -400,18 +353,13 @@ def rl_effect(results: Path, config: Config) -> dict[str, Any]:
     return out
 
 
-def _split_rows(results: Path, dataset: str, split: str) -> int | None:
-    card = _read_json(results / "data" / dataset / "card.json")
-    return (card or {}).get("splits", {}).get(split, {}).get("rows")
-
-
 def collect(config: Config, results: Path) -> dict[str, Any]:
     results = Path(results)
     train = {s.id: training(results, s) for s in in_order(config.train_series)}
     diagonals = {
         s.id: d
         for s in in_order(config.eval_series)
-        if (d := _read_json(results / "eval" / s.id / "diagonal.json")) is not None
+        if (d := read_json(results / "eval" / s.id / "diagonal.json")) is not None
     }
     test = test_results(results, config)
     loaded = raw_test_accuracy(results, config)
@@ -420,7 +368,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
     hypotheses = collect_hypotheses(config, results, records, diagonals)
     collapse = collect_collapse(records)
     cards = {
-        name: _read_json(results / "data" / name / "card.json")
+        name: read_json(results / "data" / name / "card.json")
         for name in config.datasets
         if (results / "data" / name / "card.json").is_file()
     }
@@ -462,7 +410,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "test": test,
         "test_accuracy": accuracy,
         "diagonal": diagonals,
-        "warmstart": _read_json(results / "models" / "warmstart_check.json"),
+        "warmstart": read_json(results / "models" / "warmstart_check.json"),
         "data": {
             name: {split: {"rows": info["rows"], "charts": info["charts"]} for split, info in card["splits"].items()}
             for name, card in cards.items()
@@ -546,11 +494,3 @@ def limits(metrics: Mapping[str, Any], config: Config) -> list[str]:
         out.append(f"Training steps per series: {', '.join(f'{k} {v}' for k, v in steps.items())}.")
     out += [f"Missing: {m}." for m in metrics["missing"]]
     return out
-
-
-def eval_series_of_generations(config: Config) -> dict[str, list[EvalSeries]]:
-    """Generating series -> every eval series that scores its generations."""
-    groups: dict[tuple, list[EvalSeries]] = {}
-    for series in config.eval_series:
-        groups.setdefault((series.of, str(series.checkpoint), series.dataset, series.split), []).append(series)
-    return {members[0].id: members for members in groups.values()}

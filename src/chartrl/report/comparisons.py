@@ -15,7 +15,7 @@
 
 Validation accuracies and their differences carry a bootstrap interval over the validation questions, paired where
 two of them are compared (``chartrl.report.validation``: the trainer logs each question's greedy score); where a
-run has no per-question results (the verl backend), a binomial interval (``collect.binary_interval``, what the
+run has no per-question results (the verl backend), a binomial interval (``helpers.binary_interval``, what the
 bootstrap of a 0/1 mean converges to) and, for a difference, the interval of two independent proportions. Test
 accuracies carry a bootstrap over questions.
 """
@@ -29,6 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.helpers import (
+    binary_interval,
+    make_panel,
+    no_generations_reason,
+    run_files,
+    split_rows,
+    verl_test_accuracy,
+)
 from chartrl.report.order import generations_in_order, in_order, is_numbered
 from chartrl.report.validation import accuracy_at, combined_gap, independent_gap, run_val_items
 
@@ -41,14 +49,10 @@ def _value_at(curve: Sequence[Sequence[float]], step: int) -> float | None:
 
 
 def _val_n(results: Path, config: Config, dataset: str) -> int:
-    from chartrl.report.collect import _split_rows
-
-    return min(config.train.val_rows, _split_rows(results, dataset, "val") or config.train.val_rows)
+    return min(config.train.val_rows, split_rows(results, dataset, "val") or config.train.val_rows)
 
 
 def _accuracy(value: float | None, n: int, confidence: float) -> dict[str, Any] | None:
-    from chartrl.report.collect import binary_interval
-
     if value is None:
         return None
     low, high = binary_interval(value, n, confidence)
@@ -338,8 +342,6 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
     files["warmstart (no tool)"] = results / "eval" / "warmstart" / "test_accuracy_tools_off.json"
     verl_files: dict[str, Path] = {}
     if config.backend == "verl":
-        from chartrl.report.collect import verl_test_accuracy
-
         raw, sources = verl_test_accuracy(results, config)
         verl_files = {sid: results / "eval" / owner / "generations.parquet" for sid, owner in sources.items()}
     else:
@@ -588,7 +590,6 @@ def comparisons(config: Config, results: Path, train: Mapping[str, Any]) -> dict
 
 def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     """The panels of these comparisons (chartrl.report.panels' contract), each filled or saying why not."""
-    from chartrl.report.panels import _no_generations_reason, _panel, _runs
 
     block = metrics["comparisons"]
     across = block["across_generations"]
@@ -600,14 +601,14 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
         else "the train series share no validation step"
     )
     out = [
-        _panel(
+        make_panel(
             metrics,
             "comparisons/across_generations",
             "Across generations at matched steps",
             [["comparisons", "across_generations", "rows"]],
             f"across generations at matched steps: {no_val}" if train_ids else "the config has no train series",
         ),
-        _panel(
+        make_panel(
             metrics,
             "comparisons/gains",
             "Gain of each generation: at matched steps and from training longer",
@@ -619,7 +620,7 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
                 else f"no two consecutive generations' series of one role share a validation step ({no_val})"
             ),
         ),
-        _panel(
+        make_panel(
             metrics,
             "comparisons/headline",
             "Validation per series: final and peak",
@@ -629,7 +630,7 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
     ]
     matrix = block["scorer_matrix"]
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "comparisons/scorer_matrix",
             "Reward x scorer matrix",
@@ -640,17 +641,17 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
     )
     missing = [sid for sid in train_ids if sid not in block["test_format"]["series"]]
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "comparisons/test_format",
             "Test accuracy among well-formed answers, and truncation",
             [["comparisons", "test_format", "series"]],
-            f"well-formed accuracy and truncation: {_no_generations_reason(config, missing or train_ids)}",
+            f"well-formed accuracy and truncation: {no_generations_reason(config, missing or train_ids)}",
         )
     )
     identical = block["identical"]
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "comparisons/identical",
             "Series identical by construction",
@@ -659,12 +660,12 @@ def comparison_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[s
                 f"identical series: none; no two of the {len(train_ids)} train series logged the same metrics at "
                 f"every step ({identical['compared']} pairs compared)"
                 if identical["compared"]
-                else f"identical series: fewer than two train series have training results ({_runs(train_ids)})"
+                else f"identical series: fewer than two train series have training results ({run_files(train_ids)})"
             ),
         )
     )
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "comparisons/reference",
             "The study's published numbers",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.helpers import binary_interval, make_panel
 
 REWARD = "deepeyes"
 STEP_KEYS = {
@@ -49,8 +50,6 @@ def _interval(scores: list[float], config: Config) -> dict[str, Any]:
 
 
 def _validation(lines: list[dict[str, Any]], config: Config) -> dict[str, Any] | None:
-    from chartrl.report.collect import binary_interval
-
     points = [(line["step"], line["val/accuracy"]) for line in lines if "val/accuracy" in line]
     if not points:
         return None
@@ -153,8 +152,6 @@ def collect_deepeyes(results: Path, config: Config) -> dict[str, Any]:
 
 
 def deepeyes_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
-    from chartrl.report.panels import _panel
-
     ids = deepeyes_series(config)
     if not ids:
         return []
@@ -166,7 +163,7 @@ def deepeyes_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str
         if entry.get("validation"):
             before_after.append(["deepeyes", "series", sid, "validation"])
         panels.append(
-            _panel(
+            make_panel(
                 metrics,
                 f"deepeyes/{sid}/accuracy",
                 f"{sid}: accuracy before and after training",
@@ -176,7 +173,7 @@ def deepeyes_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str
             )
         )
         panels.append(
-            _panel(
+            make_panel(
                 metrics,
                 f"deepeyes/{sid}/tool_calls",
                 f"{sid}: tool calls per sample and per step",

@@ -11,13 +11,13 @@ only what no other part of the report reads: eval series' scores and generations
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries, Hypothesis
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.report.helpers import read_json
 from chartrl.report.order import generation_key
 from chartrl.report.validation import run_val_items
 
@@ -51,10 +51,6 @@ def hypothesis_verdict(difference: Mapping[str, Any] | None, comparison: str, th
     else:
         raise ValueError(f"unknown comparison {comparison!r}; valid comparisons: {', '.join(sorted(CLAIMS))}")
     return "supported" if supported else "refuted" if refuted else "undecided"
-
-
-def _read(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _row_id(item_id: str) -> str:
@@ -97,7 +93,7 @@ class QuestionResults:
         if metric == "tool_call_ratio":
             return self._tool_calls(series)
         scorer = series.scorers[0]
-        data = _read(folder / f"scores_{scorer}.json")
+        data = read_json(folder / f"scores_{scorer}.json")
         if data is None:
             return None, f"{series.id}: no results/eval/{series.id}/scores_{scorer}.json"
         first: dict[str, float] = {}

@@ -20,13 +20,20 @@ checked (the workflow tests point it at the smoke run of each backend).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report import testcurves
 from chartrl.report.comparisons import comparison_panels
+from chartrl.report.deepeyes import deepeyes_panels
+from chartrl.report.figures import PANELS
+from chartrl.report.helpers import has_data, make_panel, no_generations_reason, run_files
 from chartrl.report.order import generations_in_order
+from chartrl.report.recipes import recipe_panels
+from chartrl.report.rerank import rerank_panels
+from chartrl.report.shortcut import shortcut_panels
 
 # A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
 # verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
@@ -57,52 +64,9 @@ VERL_REASONS = {
 }
 
 
-def _get(metrics: Mapping[str, Any], path: Sequence[str]) -> Any:
-    node: Any = metrics
-    for part in path:
-        if not isinstance(node, Mapping):
-            return None
-        # keys compared as text: metrics.json turns the integer keys of the collected metrics (seeds) into strings
-        node = next((value for key, value in node.items() if str(key) == str(part)), None)
-    return node
-
-
-def has_data(metrics: Mapping[str, Any], paths: Sequence[Sequence[str]]) -> bool:
-    """Does any of ``paths`` into ``metrics`` hold something (a non-empty list or mapping, or a number)?"""
-    for path in paths:
-        value = _get(metrics, path)
-        if isinstance(value, Mapping | list | tuple) and value or isinstance(value, int | float | str):
-            return True
-    return False
-
-
-def _panel(
-    metrics: Mapping[str, Any],
-    pid: str,
-    title: str,
-    data: list[list[str]],
-    reason: str | None,
-    note: str | None = None,
-) -> dict[str, Any]:
-    filled = has_data(metrics, data)
-    return {
-        "id": pid,
-        "title": title,
-        "filled": filled,
-        "data": data,
-        "reason": None if filled else reason,
-        "note": note,
-    }
-
-
-def _runs(members: Sequence[str]) -> str:
-    return ", ".join(f"results/runs/{sid}/metrics.jsonl" for sid in members)
-
-
 def curve_panels(metrics: Mapping[str, Any], config: Config, generation: str) -> list[dict[str, Any]]:
     """The panels of one generation's training figures: each subplot (the key each series plots in ``keys``)
     and the reward-parts figure."""
-    from chartrl.report.figures import PANELS
 
     verl = config.backend == "verl"
     members = [s.id for s in config.train_series if s.generation == generation]
@@ -119,9 +83,9 @@ def curve_panels(metrics: Mapping[str, Any], config: Config, generation: str) ->
         notes = [VERL_NOTES[k] for k in used if verl and k in VERL_NOTES]
         reason = (VERL_REASONS.get(key) if verl else None) or (
             f"{label}: no series of generation {generation} logged {' or '.join(candidates)} "
-            f"({_runs(members) if members else 'no train series'})"
+            f"({run_files(members) if members else 'no train series'})"
         )
-        panel = _panel(metrics, f"training/{generation}/{key}", label, data, reason, "; ".join(notes) or None)
+        panel = make_panel(metrics, f"training/{generation}/{key}", label, data, reason, "; ".join(notes) or None)
         panel["keys"] = keys
         out.append(panel)
     parts = [
@@ -132,26 +96,17 @@ def curve_panels(metrics: Mapping[str, Any], config: Config, generation: str) ->
     ]
     validation_parts = any(p[3].startswith("val_reward/") for p in parts)
     out.append(
-        _panel(
+        make_panel(
             metrics,
             f"training/{generation}/reward_parts",
             f"{generation}: reward parts",
             parts,
             f"reward parts: no series of generation {generation} logged reward/<part> or val_reward/<part> "
-            f"({_runs(members) if members else 'no train series'})",
+            f"({run_files(members) if members else 'no train series'})",
             VERL_NOTES["val_reward/"] if verl and validation_parts else None,
         )
     )
     return out
-
-
-def _no_generations_reason(config: Config, missing: Sequence[str]) -> str:
-    if config.backend == "verl":
-        return (
-            f"{', '.join(missing)}: no test generations (on the verl backend a train series is tested only through "
-            "an eval series of it on the evaluate split)"
-        )
-    return f"{', '.join(missing)}: no results/eval/{{series}}/test_accuracy.json"
 
 
 def first_screen_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
@@ -161,14 +116,14 @@ def first_screen_panels(metrics: Mapping[str, Any], config: Config) -> list[dict
     rows, hypotheses = metrics["finding"]["rows"], metrics["hypotheses"]
     untested = "; ".join(dict.fromkeys(h["reason"] for h in hypotheses.values() if h["reason"]))
     return [
-        _panel(
+        make_panel(
             metrics,
             "headline",
             "Headline",
             [["finding", "rows", name, key] for name in rows for key in ("test_accuracy", "drift")],
             "headline: no policy has test results or a diagonal check yet; each row says what is missing",
         ),
-        _panel(
+        make_panel(
             metrics,
             "hypotheses",
             "Hypotheses",
@@ -177,7 +132,7 @@ def first_screen_panels(metrics: Mapping[str, Any], config: Config) -> list[dict
             if hypotheses
             else "hypotheses: this config states none (the hypotheses: list; config/gpu.yaml states the study's)",
         ),
-        _panel(
+        make_panel(
             metrics,
             "answer_collapse",
             "Answers that collapse to one value",
@@ -187,7 +142,7 @@ def first_screen_panels(metrics: Mapping[str, Any], config: Config) -> list[dict
                 "accuracy jobs)"
                 if without
                 else "answer collapse: "
-                + _no_generations_reason(config, [s.id for s in config.train_series] or ["the warm start"])
+                + no_generations_reason(config, [s.id for s in config.train_series] or ["the warm start"])
             ),
         ),
     ]
@@ -198,7 +153,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
     ta = metrics["test_accuracy"]
     series = ta["series"]
     out = [
-        _panel(
+        make_panel(
             metrics,
             "matched_steps",
             "Matched steps",
@@ -211,10 +166,10 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         if config.model.path is not None
         else "warm start: results/models/warmstart_check.json is missing"
     )
-    out.append(_panel(metrics, "warmstart", "Starting point: after the warm start", [["warmstart"]], reason))
+    out.append(make_panel(metrics, "warmstart", "Starting point: after the warm start", [["warmstart"]], reason))
     effect = [["rl_effect", "series", s.id, "per_seed"] for s in config.train_series]
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "rl_effect",
             "Did RL improve on its start?",
@@ -233,16 +188,16 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
             "of each question" + ("" if config.evaluate.greedy else " (evaluate.greedy is off: a sampled answer)")
         )
         if missing:
-            note += "; " + _no_generations_reason(config, missing)
+            note += "; " + no_generations_reason(config, missing)
         if config.model.path is None:
             note += "; the warm-started start is not tested on the verl backend (the local rollout tests it)"
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "test_accuracy",
             "Accuracy per question type",
             [["test_accuracy", "series"]],
-            _no_generations_reason(config, missing or train_ids),
+            no_generations_reason(config, missing or train_ids),
             note,
         )
     )
@@ -251,7 +206,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
             f"{title}: not in any results/eval/{{series}}/test_accuracy.json"
         )
         data = [["test_accuracy", "series", name, condition] for name in series]
-        out.append(_panel(metrics, f"test_accuracy/{condition}", f"Test accuracy: {title}", data, reason))
+        out.append(make_panel(metrics, f"test_accuracy/{condition}", f"Test accuracy: {title}", data, reason))
     pairs = [
         f"{a.id} - {b.id}"
         for generation in generations_in_order(config)
@@ -262,11 +217,13 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
     ]
     lacking = sorted({sid for pair in pairs for sid in pair.split(" - ") if sid not in series})
     gap_reason = (
-        f"tool policy minus no-tool baseline: {_no_generations_reason(config, lacking)}"
+        f"tool policy minus no-tool baseline: {no_generations_reason(config, lacking)}"
         if lacking
         else "tool policy minus no-tool baseline: no generation has both a tool policy and a no-tool baseline"
     )
-    out.append(_panel(metrics, "gaps", "Tool policy minus no-tool baseline", [["test_accuracy", "gaps"]], gap_reason))
+    out.append(
+        make_panel(metrics, "gaps", "Tool policy minus no-tool baseline", [["test_accuracy", "gaps"]], gap_reason)
+    )
     if config.extra_seeds:
         seed_reason = (VERL_REASONS["seed_spread"] if verl else None) or (
             "spread over train seeds: no results/seeds/{series}/seed{seed}/test_accuracy.json"
@@ -279,10 +236,10 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
     spread = metrics["seed_spread"]
     # a spread needs more than one seed's results of some series
     data = [["seed_spread", "series", sid, "per_seed", str(k)] for sid in spread["series"] for k in config.extra_seeds]
-    out.append(_panel(metrics, "seed_spread", "Spread over train seeds", data, seed_reason))
+    out.append(make_panel(metrics, "seed_spread", "Spread over train seeds", data, seed_reason))
     scored = [["test", sid, "scores"] for sid in metrics["test"]]
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "scored",
             "Scored evaluation series",
@@ -293,7 +250,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         )
     )
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "diagonal",
             "Diagonal check",
@@ -304,7 +261,7 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
         )
     )
     out.append(
-        _panel(
+        make_panel(
             metrics,
             "rollouts",
             "Rollouts",
@@ -317,11 +274,6 @@ def table_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, A
 
 def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     generations = generations_in_order(config)
-    from chartrl.report import testcurves
-    from chartrl.report.recipes import recipe_panels
-    from chartrl.report.rerank import rerank_panels
-    from chartrl.report.shortcut import shortcut_panels
-
     curves = [p for g in generations for p in curve_panels(metrics, config, g)]
     tables = (
         first_screen_panels(metrics, config)
@@ -329,8 +281,6 @@ def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, 
         + testcurves.panels(metrics, config)
         + comparison_panels(metrics, config)
     )
-    from chartrl.report.deepeyes import deepeyes_panels
-
     recipes = recipe_panels(metrics, config)  # a recipe overlay's figures (none for the study)
     return (
         curves

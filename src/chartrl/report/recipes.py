@@ -18,6 +18,7 @@ from typing import Any
 from chartrl.config import Config, to_plain
 from chartrl.evaluate.intervals import bootstrap_mean
 from chartrl.evaluate.matrix import RECIPE_SCORERS
+from chartrl.report.helpers import make_panel
 
 
 def recipe_series(config: Config) -> list[tuple[str, str]]:
@@ -91,8 +92,6 @@ def collect_recipes(results: Path, config: Config) -> dict[str, Any]:
 
 
 def recipe_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
-    from chartrl.report.panels import _panel
-
     wanted = recipe_series(config)
     if not wanted:
         return []
@@ -104,4 +103,6 @@ def recipe_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, 
             "degenerate groups on verl: verl logs no per-group count, so none is shown; with grpo_mean or drgrpo "
             "(no std division) such a group's advantage is exactly 0 and adds no policy gradient"
         )
-    return [_panel(metrics, "recipes", "The recipe's figures: before and after training", data, f"no {missing}", note)]
+    return [
+        make_panel(metrics, "recipes", "The recipe's figures: before and after training", data, f"no {missing}", note)
+    ]

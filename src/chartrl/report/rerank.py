@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.helpers import make_panel
 
 VERL_REASON = (
     "best-of-N reranking: not run on the verl backend (N sampled responses per question would be a second verl "
@@ -71,15 +72,13 @@ def _reason(config: Config) -> str:
 
 
 def rerank_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
-    from chartrl.report.panels import _panel
-
     section = metrics.get("rerank") or {}
     data = [["rerank", "series", sid, "scores"] for sid in section.get("series", {})]
     notes = list(section.get("notes", []))
     if config.backend == "verl" and any(s.rerank is not None for s in config.eval_series):
         notes.append(VERL_REASON)
     return [
-        _panel(
+        make_panel(
             metrics,
             "rerank",
             "Best-of-N reranking at test time",

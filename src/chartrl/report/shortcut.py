@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.helpers import make_panel
 
 
 def collect_shortcut(config: Config, results: Path) -> dict[str, Any]:
@@ -26,7 +27,6 @@ def collect_shortcut(config: Config, results: Path) -> dict[str, Any]:
 
 def shortcut_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     """One panel per filtered dataset (its card's tables), or one panel saying that no dataset is filtered."""
-    from chartrl.report.panels import _panel
 
     datasets = config.filtered_datasets
     if not datasets:
@@ -34,9 +34,9 @@ def shortcut_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str
             "shortcut filter: not run; no dataset that a train series trains on sets shortcut_filter "
             "(datasets.<name>.shortcut_filter in the config)"
         )
-        return [_panel(metrics, "shortcut_filter", "Shortcut filter", [["shortcut_filter"]], reason)]
+        return [make_panel(metrics, "shortcut_filter", "Shortcut filter", [["shortcut_filter"]], reason)]
     return [
-        _panel(
+        make_panel(
             metrics,
             f"shortcut_filter/{name}",
             f"Shortcut filter of {name}'s train split",

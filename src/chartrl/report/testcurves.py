@@ -15,12 +15,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.report.helpers import make_panel, read_json
 
 VERL_REASONS = {
     "test_curve": "test curve: not run on the verl backend (each kept checkpoint would need its own model merge and "
@@ -31,10 +31,6 @@ VERL_REASONS = {
 }
 OLD_FILES_RULE = "strict"
 """The year rule of files written before the option existed (they do not record one)."""
-
-
-def _read_json(path: Path) -> Any | None:
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def curve_series(config: Config) -> list[str]:
@@ -59,7 +55,7 @@ def test_curves(results: Path, config: Config) -> dict[str, Any]:
     ev = config.evaluate
     out: dict[str, Any] = {"rows": ev.curve_rows, "series": {}}
     for sid in curve_series(config):
-        data = _read_json(results / "eval" / sid / "test_curve.json")
+        data = read_json(results / "eval" / sid / "test_curve.json")
         if data is None:
             continue
         points = []
@@ -99,7 +95,7 @@ def tool_placebo(results: Path, config: Config) -> dict[str, Any]:
     kw = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     out: dict[str, Any] = {}
     for name, path in _test_accuracy_files(results, config).items():
-        data = _read_json(path)
+        data = read_json(path)
         if data is None or "test_placebo" not in data:
             continue
         test, placebo = _by_type(data["test"]["items"]), _by_type(data["test_placebo"]["items"])
@@ -133,18 +129,18 @@ def answer_rules(results: Path, config: Config) -> dict[str, Any]:
     scores = {}
     for series in config.eval_series:
         for scorer in series.scorers:
-            data = _read_json(results / "eval" / series.id / f"scores_{scorer}.json")
+            data = read_json(results / "eval" / series.id / f"scores_{scorer}.json")
             if data is not None:
                 scores.setdefault(series.id, {})[scorer] = data["aggregate"].get("year_rule", OLD_FILES_RULE)
     tests = {
         name: data.get("year_rule", OLD_FILES_RULE)
         for name, path in _test_accuracy_files(results, config).items()
-        if (data := _read_json(path)) is not None
+        if (data := read_json(path)) is not None
     }
     curves = {
         sid: data["year_rule"]
         for sid in curve_series(config)
-        if (data := _read_json(results / "eval" / sid / "test_curve.json")) is not None
+        if (data := read_json(results / "eval" / sid / "test_curve.json")) is not None
     }
     return {
         "evaluate": config.evaluate.year_rule,
@@ -167,7 +163,6 @@ def collect_section(results: Path, config: Config) -> dict[str, Any]:
 
 def panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     """The test curve, tool-placebo and answer-rules panels, each filled or saying why not."""
-    from chartrl.report.panels import _panel
 
     verl = config.backend == "verl"
     wanted = curve_series(config)
@@ -187,21 +182,21 @@ def panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
     else:
         placebo_reason = "tool-placebo control: no test_placebo in any results/eval/{series}/test_accuracy.json"
     return [
-        _panel(
+        make_panel(
             metrics,
             "test_curve",
             "Test curve: every kept checkpoint",
             [["test_curves", "series", sid, "points"] for sid in wanted],
             curve_reason,
         ),
-        _panel(
+        make_panel(
             metrics,
             "tool_placebo",
             "Tool-placebo control",
             [["tool_placebo", name] for name in tool_policies],
             placebo_reason,
         ),
-        _panel(
+        make_panel(
             metrics,
             "answer_rules",
             "Answer rules",
