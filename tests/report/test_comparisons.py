@@ -37,7 +37,7 @@ def test_a_gain_splits_into_matched_steps_and_training_longer():
 
 
 def test_every_series_is_compared_at_the_last_step_all_reached(config, tmp_path):
-    steps = {"e1": 40, "e2": 40, "e3": 30, "e6": 50, "e7": 40, "e10": 40, "e11": 40, "e12": 60}
+    steps = {"e1": 40, "e2": 40, "e3": 30, "e6": 50, "e7": 40, "e10": 40, "e11": 40, "e12": 60, "h1": 40}
     curves = {sid: [[s, 0.5 + 0.001 * s] for s in range(0, last + 1, 10)] for sid, last in steps.items()}
     curves["e6"][3][1] = 0.9  # e6 at step 30
     result = across_generations(config, _train(curves), tmp_path)
@@ -131,13 +131,13 @@ def test_the_matrix_marks_the_diagonal_and_the_drift_of_other_cells(config, tmp_
     from chartrl.report.comparisons import scorer_matrix
 
     files = matrix_files(config)
-    assert set(files) == {"e4", "e5", "e8", "e13"}  # e9 reads e8's generations, e14 e13's
+    assert set(files) == {"e4", "e5", "e8", "e13", "h2"}  # e9 reads e8's generations, e14 e13's
     assert files["e8"] == {
         "rule": "eval/e8/scores_rule.json",
         "judge": "eval/e9/scores_judge.json",  # asked for by e9: not scored twice
         "panel": "eval/e8/matrix_scores_panel.json",
     }
-    assert len(extra_matrix_files(config)) == 6
+    assert len(extra_matrix_files(config)) == 7  # each row's scorers that no eval series of it asks for
     results = tmp_path / "results"
     _scores(results / "eval/e8/scores_rule.json", "rule", [1, 0, 0, 1])
     _scores(results / "eval/e9/scores_judge.json", "judge", [1, 1, 0, 1])
@@ -156,7 +156,7 @@ def test_the_matrix_marks_the_diagonal_and_the_drift_of_other_cells(config, tmp_
 
 def test_the_dag_scores_every_evaluated_checkpoint_with_every_scorer(tmp_path):
     dry = snakemake(tmp_path, "-n", "--quiet", "rules")
-    assert re.search(r"matrix_score\s+6\b", dry.stdout), dry.stdout[-2000:]
+    assert re.search(r"matrix_score\s+7\b", dry.stdout), dry.stdout[-2000:]
 
 
 def test_published_numbers_are_shown_only_when_the_config_has_them(tmp_path):

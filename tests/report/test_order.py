@@ -49,7 +49,7 @@ def shuffled():
 
 
 def test_the_report_orders_series_and_generations_by_name(shuffled):
-    assert list(shuffled.series)[:2] == ["h1", "e1"] and generations_in_order(shuffled) == ["v1", "v2", "v3", "control"]
+    assert list(shuffled.series)[0] == "h1" and generations_in_order(shuffled) == ["v1", "v2", "v3", "control"]
     assert [s.id for s in in_order(shuffled.train_series)] == ["e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12", "h1"]
 
 

@@ -52,7 +52,7 @@ def test_an_empty_run_says_why_each_new_panel_is_empty(empty):
         assert "not run on the verl backend" in curve["reason"] and "model merge" in curve["reason"]
         assert "not run on the verl backend" in placebo["reason"] and "unedited chart" in placebo["reason"]
     else:
-        assert "results/eval/{series}/test_curve.json (series e1, e2, e6, e10)" in curve["reason"]
+        assert "results/eval/{series}/test_curve.json (series e1, e2, e6, e10, h1)" in curve["reason"]
         assert "test_placebo" in placebo["reason"]
     # every train series' reward rule is listed even before anything ran
     assert json.loads((report / "metrics.json").read_text())["answer_rules"]["rewards"]["e1"] == "standard"
