@@ -25,7 +25,7 @@ def _demos(policy, rows, config, steps):
 
 
 def test_remembered_demonstrations_are_the_builders_own(tiny_policy, synth_rows, default_config):
-    steps = [0, 1, 250, 251, 500, 501, 502, 503] * 2  # every phase, each step twice: the second time from memory
+    steps = [0, 1, 250, 251, *range(500, 508)] * 2  # every phase, each step twice: the second time from memory
     plain = _demos(tiny_policy, synth_rows["train"], default_config, steps)
     builder = RememberingBuilder(tiny_policy.builder)
     remembered = _demos(dataclasses.replace(tiny_policy, builder=builder), synth_rows["train"], default_config, steps)
