@@ -1,14 +1,14 @@
 # chartrl: the whole study as one DAG, one rule file per stage in the order the experiment runs them. Config:
-# config/config.yaml (embedded default) + config/series.yaml (the 14 series); overlay with
-# `--configfile config/smoke.yaml` or `--configfile config/gpu.yaml`. Every key is documented in
+# config/series.yaml (the 14 series) + config/config.yaml (the embedded default, which may set series keys too);
+# overlay with `--configfile config/smoke.yaml` or `--configfile config/gpu.yaml`. Every key is documented in
 # workflow/schemas/config.schema.yaml.
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: os.path.join(workflow.basedir, "config/config.yaml")
 configfile: os.path.join(workflow.basedir, "config/series.yaml")
+configfile: os.path.join(workflow.basedir, "config/config.yaml")
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

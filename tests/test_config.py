@@ -32,7 +32,10 @@ DESIGN_SERIES = {
 
 
 CONTROLS = {"h1", "h2"}
-"""The embedded default's hack control (config/config.yaml): not a series of the study, absent from gpu.yaml."""
+"""The embedded default's hack control (config/series.yaml): not a series of the study, absent from gpu.yaml."""
+
+NAMED_STEPS = {"e4": 9, "e8": 12, "e9": 12}
+"""The embedded default's evaluation points (config/config.yaml), the study's 65 and 80 of 220 in proportion to 30."""
 
 
 @pytest.mark.parametrize("overlays", [[], ["config/smoke.yaml"], ["config/gpu.yaml"]], ids=["default", "smoke", "gpu"])
@@ -49,8 +52,9 @@ def test_every_config_loads_with_all_14_series(overlays):
         else:
             assert isinstance(series, EvalSeries)
             assert series.of == of and series.scorers, sid
-            # the embedded default evaluates the last checkpoint; gpu.yaml the study's steps (tests/test_overlays.py)
-            assert series.checkpoint == "last" or overlays, sid
+            # the embedded default's named steps, the smoke run's last; gpu.yaml the study's (tests/test_overlays.py)
+            expected = NAMED_STEPS.get(sid, "last") if not overlays else "last"
+            assert series.checkpoint == expected or overlays == ["config/gpu.yaml"], sid
 
 
 def test_series_details_follow_the_design():

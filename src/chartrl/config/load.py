@@ -11,8 +11,9 @@ from chartrl.config.checks import run_checks
 from chartrl.config.schema import read_config_files, validate_schema
 from chartrl.config.sections import Config, typed_config
 
-DEFAULT_CONFIG_FILES = ("config/config.yaml", "config/series.yaml")
-"""The embedded default, relative to the repository root (the top-level ``config/`` folder of YAML files)."""
+DEFAULT_CONFIG_FILES = ("config/series.yaml", "config/config.yaml")
+"""The embedded default, relative to the repository root (the top-level ``config/`` folder of YAML files): the
+series first, so that config/config.yaml's own ``series:`` keys (the miniature's evaluation points) override them."""
 
 
 def parse_config(raw: Mapping[str, Any]) -> Config:
