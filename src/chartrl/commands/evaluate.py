@@ -70,6 +70,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             gallery=Path(args.gallery),
             model_label=str(checkpoint),
         )
+        run.log_splits({"test": args.data})
         run.log_metrics({f"generate/{k}": v for k, v in summary.items()})
         run.log_artifact(args.gallery)
     return 0
@@ -122,6 +123,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     name = tracking.test_run_name(series["id"], args.extra_seed, args.tools)
     tags = tracking.test_run_tags(series, with_tools, parent_run_id(args.run), args.extra_seed)
     with tracking.stage_run(settings, name, tags, given_spec(args.spec, spec)) as run:
+        run.log_splits({"test": args.data})
         run.log_metrics(test_accuracy_metrics(result))
         run.log_artifact(args.out)
     return 0
@@ -187,6 +189,7 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = {**tracking.test_run_tags(series, with_tools, parent_run_id(args.run), None), "stage": "test_curve"}
     with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, given_spec(args.spec, spec)) as run:
+        run.log_splits({"test": args.data})
         for point in curve["points"]:
             run.log_metrics({"test_curve/accuracy": point["accuracy"], "test_curve/n": point["n"]}, step=point["step"])
         run.log_artifact(args.out)
