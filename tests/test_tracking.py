@@ -1,5 +1,6 @@
 """MLflow conventions: one run per (subject, stage), params once, reruns supersede (current runs tagged so),
-extra seeds beside the main run, series described, test accuracy logged, secrets never logged."""
+extra seeds beside the main run, series described, splits logged as dataset inputs, test accuracy logged (and its
+headline on the train run), secrets never logged."""
 
 from __future__ import annotations
 
@@ -185,15 +186,18 @@ def test_test_accuracy_is_logged_on_its_own_run_under_the_train_run(settings, tm
     with tracking.stage_run(settings, "e1/train", {"stage": "train"}, {}) as train_run:
         pass
     run_json = tmp_path / "run.json"
-    run_json.write_text(json.dumps({"mlflow_run_id": train_run.run_id, "checkpoints": {"last": str(tiny_model_dir)}}))
+    run_json.write_text(json.dumps({"mlflow_run_id": train_run.run_id, "checkpoints": {"last": str(tiny_model_dir)},
+                                    "last_step": 7}))  # fmt: skip
     rows = synth_rows["val"][:3]
-    write_split(rows, tmp_path / "test.parquet")
+    test_file = tmp_path / "e1_test" / "test.parquet"
+    test_file.parent.mkdir()
+    write_split(rows, test_file)
     sections = {name: to_plain(default_config.resolved[name]) for name in ("evaluate", "rollout", "prompts", "tools")}
     sections["rollout"]["max_new_tokens"] = 8  # random weights: the answers do not matter, the logging does
     spec = {"series": {"id": "e1", **to_plain(default_config.resolved["series"]["e1"])}, **sections}
     out = tmp_path / "test_accuracy.json"
     code = main(["test-accuracy", "--spec", json.dumps(spec), "--run", str(run_json), "--data",
-                 str(tmp_path / "test.parquet"), "--out", str(out), "--tracking-uri", settings.tracking_uri,
+                 str(test_file), "--out", str(out), "--tracking-uri", settings.tracking_uri,
                  "--experiment", settings.experiment])  # fmt: skip
     assert code == 0
     result = json.loads(out.read_text())
@@ -209,6 +213,95 @@ def test_test_accuracy_is_logged_on_its_own_run_under_the_train_run(settings, tm
         by_type = result[condition]["accuracy_by_question_type"]
         assert by_type and all(metrics[f"{condition}/accuracy_{t}"] == pytest.approx(v) for t, v in by_type.items())
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["test_accuracy.json"]
+    assert _inputs(client, run.info.run_id) == {"test": ("e1_test/test", tracking.file_sha256(test_file)[:12], 3)}
+    # the headline figures on the train run itself, at its last step, its status untouched
+    train = client.get_run(train_run.run_id)
+    assert train.info.status == "FINISHED"
+    headline = train.data.metrics
+    assert headline["test/accuracy"] == pytest.approx(result["test"]["accuracy"]) and headline["test/n"] == 3
+    assert headline["test/tool_call_ratio"] == pytest.approx(result["test"]["tool_call_rate"])
+    assert headline["test_shuffled_images/accuracy"] == pytest.approx(result["test_shuffled_images"]["accuracy"])
+    by_type = result["test"]["accuracy_by_question_type"]
+    assert all(headline[f"test/accuracy_{t}"] == pytest.approx(v) for t, v in by_type.items())
+    assert not any(key.startswith(("test_sampled/", "test_placebo/")) for key in headline)
+    assert {m.step for m in client.get_metric_history(train_run.run_id, "test/accuracy")} == {7}
+    assert {m.step for m in client.get_metric_history(run.info.run_id, "test/accuracy")} == {7}  # the same step
+    assert "test" in _inputs(client, train_run.run_id)
+
+
+def _inputs(client, run_id) -> dict[str, tuple[str, str, int]]:
+    """A run's dataset inputs: context -> (name, digest, rows in its profile)."""
+    import json
+
+    found = {}
+    for dataset_input in client.get_run(run_id).inputs.dataset_inputs:
+        context = {t.key: t.value for t in dataset_input.tags}["mlflow.data.context"]
+        dataset = dataset_input.dataset
+        found[context] = (dataset.name, dataset.digest, json.loads(dataset.profile)["num_rows"])
+    return found
+
+
+def test_a_runs_splits_are_its_dataset_inputs_with_their_digests(settings, tmp_path, synth_rows):
+    """The splits a run read are its inputs (the UI's Dataset column): named by their path under results/, the
+    digest from the file's bytes, so another file content is another dataset; logging them again adds nothing."""
+    import json
+
+    from chartrl.data.contract import write_split
+
+    folder = tmp_path / "results" / "data" / "synth"
+    train = write_split(synth_rows["train"][:5], folder / "train.parquet")
+    val = write_split(synth_rows["val"][:2], folder / "val.parquet")
+    with tracking.stage_run(settings, "e1/train", {"stage": "train"}, {}) as run:
+        run.log_splits({"train": train, "val": val})
+        run.log_splits({"train": train})
+    client = tracking._client(settings)
+    assert _inputs(client, run.run_id) == {
+        "train": ("data/synth/train", tracking.file_sha256(train)[:12], 5),
+        "validation": ("data/synth/val", tracking.file_sha256(val)[:12], 2),
+    }
+    (stored,) = [i.dataset for i in client.get_run(run.run_id).inputs.dataset_inputs if i.dataset.name.endswith("n")]
+    assert json.loads(stored.source) == {"uri": str(train.resolve())} and stored.source_type == "local"
+    assert json.loads(stored.profile)["sha256"] == tracking.file_sha256(train)
+    write_split(synth_rows["train"][:4], train)  # new content, same path: a new dataset
+    with tracking.stage_run(settings, "e1/train", {"stage": "train"}, {}) as rerun:
+        rerun.log_splits({"train": train})
+    assert _inputs(client, rerun.run_id)["train"] == ("data/synth/train", tracking.file_sha256(train)[:12], 4)
+
+
+def test_the_diagonal_puts_the_last_checkpoints_drift_on_the_train_run(settings, tmp_path, default_config):
+    """`chartrl diagonal` of an eval series on the last checkpoint adds test/drift to the train run it reads (at
+    its last step); one on another checkpoint leaves the train run alone."""
+    import json
+
+    from chartrl.cli import main
+    from chartrl.config import to_plain
+
+    with tracking.stage_run(settings, "e10/train", {"stage": "train"}, {}) as train_run:
+        pass
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps({"mlflow_run_id": train_run.run_id, "last_step": 5}))
+    verdicts = {"rule": [1, 0, 1, 0], "panel": [1, 1, 1, 0]}
+    for scorer, marks in verdicts.items():
+        items = [{"id": f"q{i}", "accuracy": float(m), "verdict": ("incorrect", "correct")[m], "answer": str(i)}
+                 for i, m in enumerate(marks)]  # fmt: skip
+        scores = {"aggregate": {"scorer": scorer, "generations": "g.parquet"}, "items": items}
+        (tmp_path / f"{scorer}.json").write_text(json.dumps(scores))
+    evaluate = to_plain(default_config.resolved["evaluate"])
+
+    def diagonal(series_id, checkpoint):
+        series = {"id": series_id, "of": "e10", "checkpoint": checkpoint, "scorers": ["rule", "panel"]}
+        spec = json.dumps({"series": series, "of": {"id": "e10"}, "evaluate": evaluate})
+        return main(["diagonal", "--spec", spec, "--run", str(run_json), "--first", str(tmp_path / "rule.json"),
+                     "--second", str(tmp_path / "panel.json"), "--out", str(tmp_path / f"{series_id}.json"),
+                     "--tracking-uri", settings.tracking_uri, "--experiment", settings.experiment])  # fmt: skip
+
+    assert diagonal("e12", 3) == 0
+    client = tracking._client(settings)
+    assert "test/drift" not in client.get_run(train_run.run_id).data.metrics
+    assert diagonal("e11", "last") == 0
+    (drift,) = client.get_metric_history(train_run.run_id, "test/drift")
+    assert drift.value == pytest.approx(0.25) and drift.step == 5
+    assert client.get_run(train_run.run_id).info.status == "FINISHED"
 
 
 def test_the_experiment_opens_on_its_training_runs(settings):

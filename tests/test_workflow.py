@@ -205,6 +205,10 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     e10 = runs["e10/train"].data
     assert e10.tags["algorithm"] == "drgrpo" and e10.tags["reward"] == "v3_gra" and e10.tags["tools"] == "true"
     assert e10.params["series.algorithm"] == "drgrpo" and "reward/overall" in e10.metrics
+    # its splits as dataset inputs and its series' headline test figures, so the train runs compare on test
+    inputs = runs["e10/train"].inputs.dataset_inputs
+    contexts = {t.value for i in inputs for t in i.tags if t.key == "mlflow.data.context"}
+    assert contexts == {"train", "validation", "test"} and "test/accuracy" in e10.metrics
     for series in TRAIN_SERIES:
         run = json.loads((smoke_run / f"results/runs/{series}/run.json").read_text())
         assert run["last_step"] == 4 and (smoke_run / run["checkpoints"]["last"]).is_dir()  # relative to the workdir

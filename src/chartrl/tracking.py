@@ -11,6 +11,12 @@
 - A series' runs carry its description (``config/series.yaml``) as the run's MLflow description
   (``mlflow.note.content``).
 - Params are the resolved config of that subject, flattened, logged once. Metrics go in batches.
+- The parquet splits a run reads are its dataset inputs (the runs table's Dataset column): named by their path under
+  ``results/`` (``data/synthchart/train``), the digest the first characters of the file's SHA-256 (the whole hash
+  and the row count in the profile), context ``train``, ``validation`` or ``test`` (:meth:`StageRun.log_splits`).
+- A train run also carries its series' headline test figures (``test/accuracy``, ``test/accuracy_{type}``,
+  ``test/tool_call_ratio``, ``test/drift``, ...), added by the test-accuracy and diagonal jobs beside their own
+  runs, so the train runs compare side by side (:func:`existing_run`).
 - Every run starts tagged ``chartrl.superseded=false``, so ``tags.chartrl.superseded = 'false'`` finds the current
   runs; a stage rerun from scratch starts a new run and tags the older runs of the same name
   ``chartrl.superseded=true`` (with the id of the run that replaced them).
@@ -26,6 +32,8 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import logging
 import os
 import re
@@ -50,6 +58,10 @@ DESCRIPTION_TAG = "mlflow.note.content"
 """MLflow's run description (shown on the run's page)."""
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param value
+SPLIT_CONTEXTS = {"train": "train", "val": "validation", "test": "test"}
+"""The context (MLflow's ``mlflow.data.context`` input tag) a split is logged under."""
+DIGEST_LENGTH = 12
+"""Characters of the file's SHA-256 kept as the dataset's digest (the UI shows it beside the name)."""
 
 
 class SecretLeak(ValueError):
@@ -196,9 +208,46 @@ def experiment_id(client, settings: MlflowSettings) -> str:
             return experiment.experiment_id
 
 
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_name(path: Path) -> str:
+    """A split's dataset name: its path under ``results/`` without the suffix (``data/synthchart/train``,
+    ``filter/synthchart/train``), else its folder and stem."""
+    parts = path.with_suffix("").parts
+    if "results" in parts[:-1]:
+        return "/".join(parts[len(parts) - parts[::-1].index("results") :])
+    return "/".join(parts[-2:])
+
+
+def split_input(path: str | Path, split: str):
+    """An MLflow dataset input for the parquet split at ``path``: read from the file's bytes and its parquet footer
+    (the row count), never loaded."""
+    import pyarrow.parquet as pq
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    path = Path(path).resolve()
+    sha256 = file_sha256(path)
+    dataset = Dataset(
+        name=dataset_name(path),
+        digest=sha256[:DIGEST_LENGTH],
+        source_type="local",
+        source=json.dumps({"uri": str(path)}),
+        profile=json.dumps({"num_rows": pq.ParquetFile(path).metadata.num_rows, "sha256": sha256}),
+    )
+    refuse_secrets({"dataset.name": dataset.name, "dataset.source": dataset.source})
+    return DatasetInput(dataset, tags=[InputTag(MLFLOW_DATASET_CONTEXT, SPLIT_CONTEXTS.get(split, split))])
+
+
 class StageRun:
     """A handle on one MLflow run: batched metrics (steps at or below ``skip_through`` are not logged again,
-    so a resumed job never logs a step twice), artifacts, the end status."""
+    so a resumed job never logs a step twice), dataset inputs, artifacts, the end status."""
 
     def __init__(self, client, run_id: str, skip_through: int = -1):
         self.client, self.run_id, self.skip_through = client, run_id, skip_through
@@ -215,6 +264,13 @@ class StageRun:
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_splits(self, splits: Mapping[str, str | Path]) -> None:
+        """The parquet splits the run read (``{"train": path, "val": path}``) as its dataset inputs; logging one
+        again (a resumed job) adds nothing."""
+        if splits:
+            inputs = [split_input(path, split) for split, path in splits.items()]
+            self.client.log_inputs(self.run_id, datasets=inputs)
 
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status)
@@ -335,6 +391,16 @@ def run_exists(settings: MlflowSettings, run_id: str) -> bool:
         return _client(settings).get_run(run_id).info.lifecycle_stage != "deleted"
     except MlflowException:
         return False
+
+
+def existing_run(settings: MlflowSettings, run_id: str | None) -> StageRun | None:
+    """A handle that adds metrics and inputs to the run ``run_id`` as it is: not reopened, its status untouched
+    (a finished train run stays FINISHED); None when there is no such run (no id, or gone from the store)."""
+    if not run_id or not run_exists(settings, run_id):
+        if run_id:
+            log.warning("MLflow run %s is not in %s: nothing added to it", run_id, shown_uri(settings.tracking_uri))
+        return None
+    return StageRun(_client(settings), run_id)
 
 
 def resume_run(settings: MlflowSettings, run_id: str, progress_key: str) -> StageRun:

@@ -154,6 +154,24 @@ def test_training_logs_the_loss_and_changes_every_trainable_parameter(uninterrup
     assert set(run["checkpoints"]["steps"]) <= {"3", "4", str(run["best_val"]["step"])}  # keep_last 2 + best
 
 
+def test_the_train_run_carries_its_splits_as_dataset_inputs(uninterrupted, splits):
+    from mlflow.tracking import MlflowClient
+
+    from chartrl.tracking import file_sha256
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{uninterrupted}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("t").experiment_id], "attributes.run_name = 'e6/train'")
+    inputs = {
+        {t.key: t.value for t in i.tags}["mlflow.data.context"]: (i.dataset.source, i.dataset.digest)
+        for i in run.inputs.dataset_inputs
+    }
+    train, val = splits
+    assert inputs == {
+        "train": (json.dumps({"uri": str(train.resolve())}), file_sha256(train)[:12]),
+        "validation": (json.dumps({"uri": str(val.resolve())}), file_sha256(val)[:12]),
+    }
+
+
 def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
     uninterrupted, warm_model_dir, splits, tmp_path
 ):

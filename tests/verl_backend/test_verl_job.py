@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from chartrl.config import MlflowSettings
+from chartrl.tracking import file_sha256
 from chartrl.verl_backend.job import VerlJobError, VerlTrainJob, run_train_job
 from chartrl.verl_backend.overrides import train_overrides
 
@@ -86,6 +87,8 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     history = client.get_metric_history(run.info.run_id, "val/tool_call_ratio")
     assert sorted((m.step, m.value) for m in history) == [(s, lines[s]["val/tool_call_ratio"]) for s in (0, 2)]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["overrides.txt"]
+    inputs = {i.dataset.name: i.dataset.digest for i in run.inputs.dataset_inputs}  # the splits, by their content
+    assert inputs == {f"{tmp_path.name}/{s}": file_sha256(tmp_path / f"{s}.parquet")[:12] for s in ("train", "val")}
 
 
 def test_a_failing_verl_fails_the_job_and_its_run(job, tmp_path, monkeypatch):

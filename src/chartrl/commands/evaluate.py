@@ -36,6 +36,11 @@ def parent_run_id(run_json: str | None) -> str | None:
     return json.loads(Path(run_json).read_text()).get("mlflow_run_id") if run_json else None
 
 
+def last_step(run_json: str | Path) -> int:
+    """The train run's last step (its run.json), the step its headline test figures are logged at."""
+    return int(json.loads(Path(run_json).read_text()).get("last_step") or 0)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     import torch
 
@@ -70,6 +75,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             gallery=Path(args.gallery),
             model_label=str(checkpoint),
         )
+        run.log_splits({"test": args.data})
         run.log_metrics({f"generate/{k}": v for k, v in summary.items()})
         run.log_artifact(args.gallery)
     return 0
@@ -81,10 +87,11 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     policy, the tool-placebo control (chartrl.evaluate.accuracy).
 
     The numbers are also logged as metrics on the run ``{series}/test`` (``/seed{N}`` for an extra seed,
-    ``/tools_{on|off}`` when ``--tools`` forces the setting), nested under the train run it read. A run of its
-    own rather than metrics added to the train run: it is a later stage with its own inputs (the test split,
-    evaluate settings), rerun on its own, and a rerun supersedes its run instead of appending a second value to
-    the train run's metric history."""
+    ``/tools_{on|off}`` when ``--tools`` forces the setting), at the checkpoint's step, nested under the train run
+    it read: a later stage with its own inputs (the test split, evaluate settings), rerun on its own, whose rerun
+    supersedes its run. The headline figures (:func:`headline_test_metrics`) and the test split are added to the
+    train run too, at the same step, so the runs table compares the train runs on test; a rerun adds a newer value
+    there, which the table shows."""
     import torch
 
     from chartrl import tracking
@@ -121,9 +128,15 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     series = spec["series"]
     name = tracking.test_run_name(series["id"], args.extra_seed, args.tools)
     tags = tracking.test_run_tags(series, with_tools, parent_run_id(args.run), args.extra_seed)
+    step = last_step(args.run) if args.run else 0  # the checkpoint's step, so grouped charts line the runs up
     with tracking.stage_run(settings, name, tags, given_spec(args.spec, spec)) as run:
-        run.log_metrics(test_accuracy_metrics(result))
+        run.log_splits({"test": args.data})
+        run.log_metrics(test_accuracy_metrics(result), step=step)
         run.log_artifact(args.out)
+    train_run = tracking.existing_run(settings, parent_run_id(args.run)) if args.tools is None else None
+    if train_run is not None:  # the series' own setting on its last checkpoint: its headline figures
+        train_run.log_splits({"test": args.data})
+        train_run.log_metrics(headline_test_metrics(result), step=step)
     return 0
 
 
@@ -187,6 +200,7 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = {**tracking.test_run_tags(series, with_tools, parent_run_id(args.run), None), "stage": "test_curve"}
     with tracking.stage_run(settings, f"{series['id']}/test_curve", tags, given_spec(args.spec, spec)) as run:
+        run.log_splits({"test": args.data})
         for point in curve["points"]:
             run.log_metrics({"test_curve/accuracy": point["accuracy"], "test_curve/n": point["n"]}, step=point["step"])
         run.log_artifact(args.out)
@@ -212,6 +226,24 @@ def test_accuracy_metrics(result: dict[str, Any]) -> dict[str, float]:
                 metrics[f"{condition}/{key}"] = summary[key]
         for question_type, value in summary["accuracy_by_question_type"].items():
             metrics[f"{condition}/accuracy_{METRIC_KEY_UNSAFE.sub('_', question_type)}"] = value
+    return metrics
+
+
+HEADLINE_NAMES = {"tool_call_rate": "tool_call_ratio", "correct_label_share": "correct_label_ratio"}
+"""The test condition's figures under the names the train run's ``val/`` metrics have."""
+
+
+def headline_test_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """What the train run carries of its test accuracy: ``test/accuracy``, ``test/accuracy_{question type}``,
+    ``test/n``, ``test/format_rate``, ``test/tool_call_ratio``, ``test/correct_label_ratio`` (greedy, the series'
+    tool setting) and the shuffled-image control's ``test_shuffled_images/accuracy``."""
+    metrics = {}
+    for key, value in test_accuracy_metrics(result).items():
+        condition, name = key.split("/", 1)
+        if condition == "test":
+            metrics[f"test/{HEADLINE_NAMES.get(name, name)}"] = value
+        elif key == "test_shuffled_images/accuracy":
+            metrics[key] = value
     return metrics
 
 
@@ -291,6 +323,10 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
             metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
         run.log_metrics(metrics)
         run.log_artifact(args.out)
+    if str(spec["series"].get("checkpoint", "last")) == "last" and result["drift"] is not None:
+        train_run = tracking.existing_run(settings, parent_run_id(args.run))
+        if train_run is not None:  # the last checkpoint's drift beside the train run's test figures
+            train_run.log_metrics({"test/drift": result["drift"]}, step=last_step(args.run))
     log.info(
         "diagonal %s: drift %s kappa %s: %s", result["scorers"], result["drift"], result["kappa"], result["verdict"]
     )

@@ -107,6 +107,7 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
         settings, "base/warmstart", tags, trained_from, resume=resumed, progress_key=PROGRESS_KEY
     )
     with opened as run:
+        run.log_splits({"train": args.train})
         if state and not resumed:
             for metrics in state["history"]:
                 run.log_metrics(metrics, step=int(metrics["step"]))
@@ -172,6 +173,7 @@ def cmd_warmstart_check(args: argparse.Namespace) -> int:
     if parent:
         tags["mlflow.parentRunId"] = parent  # nested under the warm start's run in the MLflow UI
     with tracking.stage_run(settings, "base/warmstart_check", tags, given_spec(args.spec, sections)) as run:
+        run.log_splits({"val": args.val})
         check, episodes = check_after_warmstart(
             policy,
             rows,

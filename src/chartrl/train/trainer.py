@@ -481,7 +481,9 @@ class Trainer:
                 aside,
             )
         tags = tracking.train_run_tags(job.series, backend="local", seed=job.train.seed)
-        return 0, tracking.start_run(job.mlflow, job.run_name, tags, job.spec)
+        run = tracking.start_run(job.mlflow, job.run_name, tags, job.spec)
+        run.log_splits(job.inputs)
+        return 0, run
 
     def _resume(self, step: int, path: Path):
         import torch

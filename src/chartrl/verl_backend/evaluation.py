@@ -213,6 +213,7 @@ def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] | None = Non
         )
         draw_gallery(gallery_entries(records, rows), job.gallery, limit=job.gallery_size)
         summary = generation_summary(records)
+        run.log_splits({"test": job.data})
         run.log_metrics({f"generate/{k}": v for k, v in summary.items()})
         run.log_artifact(str(job.gallery))
     log.info("%d generations of %s written to %s: %s", len(records), actor, job.out, summary)

@@ -164,6 +164,7 @@ def start_tracking(job: VerlTrainJob):
         )
     tags = tracking.train_run_tags(job.series, backend="verl", seed=job.train.seed)
     run = tracking.start_run(job.mlflow, tracking.train_run_name(job.series.id), tags, job.spec)
+    run.log_splits({"train": job.train_split, "val": job.val_split})
     write_json(state_file, {"job_key": job.key, "mlflow_run_id": run.run_id})
     return run
 
