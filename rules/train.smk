@@ -17,7 +17,7 @@ rule train:
         model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
         train=lambda wildcards: series_split(wildcards.series, "train"),
         val=lambda wildcards: series_split(wildcards.series, "val"),
-        code=TRAIN_CODE,
+        code=train_code,
     output:
         run="results/runs/{series}/run.json",
         metrics="results/runs/{series}/metrics.jsonl",

@@ -43,8 +43,9 @@ def test_the_judge_bound_score_rule_declares_memory_and_retries():
 
 
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-# Files a documented command names that the user writes: the site overlay of docs/cluster.md, its copy of a profile.
-USER_FILES = {"site.yaml", "my-slurm"}
+# Files a documented command names that the user writes: the site overlay of docs/cluster.md, its copy of a profile,
+# the overlay training the new reward of docs/rewards.md.
+USER_FILES = {"site.yaml", "my-slurm", "e15.yaml"}
 
 
 def documented_commands() -> list[tuple[str, str]]:

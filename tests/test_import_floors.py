@@ -5,10 +5,11 @@ imported), top-level and function-local imports alike, absolute and relative.
 Between packages: a package may import its own modules, and the packages of a lower floor or of its own floor as
 long as that makes no circle. A new top-level module or package has to be given a floor in ``FLOORS``.
 
-Inside a package: its modules stand on floors of their own (``MODULE_FLOORS``, from the bottom up), and the same
-rule holds: a module imports modules of its package on a lower floor, or on its own floor without a circle. The
-package's ``__init__`` stands above them all (it may hand their names on; none of them imports it). A new module
-has to be given a floor there.
+Inside a package: its modules stand on floors of their own (``MODULE_FLOORS``, from the bottom up; a folder of
+modules inside it, such as ``rewards/extra``, stands on one floor with all its modules), and the same rule holds: a
+module imports modules of its package on a lower floor, or on its own floor without a circle. The package's
+``__init__`` stands above them all (it may hand their names on; none of them imports it). A new module has to be
+given a floor there (a module added to such a folder has its folder's).
 
 Private names: a name that starts with ``_`` (dunders aside) stays in its module: no ``from m import _name`` and no
 ``m._name`` on an imported module, from any other module. A name two modules share is public.
@@ -71,7 +72,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "collect panels",  # every section's numbers, every section's panels
         "build",  # the page
     ),
-    "rewards": _floors("inputs symbolic terms", "registry", "combine scorers"),
+    "rewards": _floors("inputs symbolic terms", "registry", "combine scorers", "extra"),  # extra: a folder
     "rollout": _floors("cache checks conversation statistics", "kv_reuse generations", "sampling", "episodes"),
     "tools": _floors(
         "boxes calls observations pixels",
@@ -265,7 +266,7 @@ def inside_package(item: Import, module_floors: Mapping[str, Sequence[frozenset[
     out = []
     ranks = {}
     for name in (importer, imported):
-        ranks[name] = len(floors) if name == "__init__" else floor_of(name, floors)
+        ranks[name] = len(floors) if name == "__init__" else floor_of(name.split(".")[0], floors)
         if ranks[name] is None:
             out.append(f"{item}: module {package}.{name} has no floor; give it one in MODULE_FLOORS[{package!r}]")
     high, low = ranks[importer], ranks[imported]
@@ -280,6 +281,7 @@ def missing_modules(root: Path, module_floors: Mapping[str, Sequence[frozenset[s
     for package, floors in module_floors.items():
         folder = root / package
         present = {path.stem for path in folder.glob("*.py")} - {"__init__"}
+        present |= {path.parent.name for path in folder.glob("*/__init__.py")}  # a folder stands on one floor
         named = set().union(*floors) if floors else set()
         out += [f"chartrl/{package}/{name}.py has no floor in MODULE_FLOORS" for name in sorted(present - named)]
         out += [f"MODULE_FLOORS[{package!r}] names {name}, which is not a module" for name in sorted(named - present)]

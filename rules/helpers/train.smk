@@ -1,9 +1,24 @@
 # The train stage's helpers (rules/train.smk): a train job's spec, launch prefix, folder and command (for a series'
 # main run and its extra seeds alike), the targets.
-TRAIN_CODE = MODEL_CODE + package_sources("train", "rewards", "judge", "launch.py")
+# rewards/extra/ holds rewards in modules of their own: each is code of the train jobs whose reward it defines only
+# (train_code), so adding a reward there reruns no other series.
+EXTRA_REWARDS = str(PACKAGE_DIR / "rewards" / "extra") + "/"
+TRAIN_CODE = MODEL_CODE + [
+    path
+    for path in package_sources("train", "rewards", "judge", "launch.py")
+    if not path.startswith(EXTRA_REWARDS)
+]
 if VERL:
     TRAIN_CODE += package_sources("verl_backend")
 TRAIN_SERIES = [s.id for s in CFG.train_series]
+
+
+def train_code(wildcards):
+    """The source files a train job depends on: the shared code, and its reward's own module when that is one of
+    rewards/extra/ (chartrl.rewards.reward_sources)."""
+    from chartrl.rewards import reward_sources
+
+    return TRAIN_CODE + reward_sources(CFG.series[wildcards.series].reward.name)
 
 
 def reward_judges(reward):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chartrl.config import ConfigError, config_schema
+from chartrl.config import ConfigError, config_schema, parse_reward_spec
 from chartrl.judge import JudgePanel, ReferenceJudge
 from chartrl.rewards import PARTS, REWARDS, RewardInput, bounds, get_reward
 from chartrl.rewards import combine as combine_module
@@ -403,10 +403,9 @@ def test_v3_is_monotone_in_a_fractional_accuracy(params, shape, fields, a, b):
     st.sampled_from(["42", "B", "0.5", "[1, 2]"]),
 )
 def test_every_reward_stays_in_its_documented_bounds(name, shaped, format_weight, noise, shape, fields, truth):
-    params = {"tool_bonus": shaped["tool_bonus"]}
-    if name in ("v2_shaped", "v3_gra"):
-        params = shaped
-    elif name == "r1v":
+    takes = parse_reward_spec({"name": name}).params  # every param the reward takes, at its default
+    params = {key: value for key, value in shaped.items() if key in takes}  # the shaped ones (any new reward's too)
+    if name == "r1v":
         params["format_weight"] = format_weight
     judge = ReferenceJudge() if accuracy_signal(name, params) == "judge" else None  # v1_judge, deepeyes
     reward = get_reward(name, params, judge=judge)

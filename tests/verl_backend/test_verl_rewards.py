@@ -14,40 +14,16 @@ from chartrl.verl_backend import rewards as verl_rewards
 from conftest import REPO
 
 ADAPTER_FILE = REPO / "src" / "chartrl" / "verl_backend" / "rewards.py"
-SAMPLES = {
-    # reward: (params, solution_str, ground_truth, extra_info, expected score)
-    "v1_rule": ({}, "<answer>42</answer>", "42", {}, 1.0),  # right
-    "v1_judge": ({}, "<answer>45%</answer>", "45", {"question": "Share of A?"}, 1.0),  # offline judge reads %
-    "v2_shaped": (  # 1 + 0.1 format + 0.1 tool - 0.05 length, from extra_info
-        {"d_format": 0.1, "d_length": 0.1, "d_tool": 0.1},
-        "<answer>42</answer>",
-        "42",
-        {"tool_outcome": "executed", "tool_calls": np.int64(1), "response_tokens": np.int64(320)},
-        1.15,
-    ),
-    "v3_gra": (  # wrong with a tool: bonuses gated, the failed call's penalty stays
-        {"accuracy": "panel"},
-        "<answer>17</answer>",
-        "42",
-        {
-            "tool_outcome": "failed",
-            "tool_calls": 1,
-            "response_tokens": 100,
-            "num_turns": 4,
-            "rollout_reward_scores": {},
-        },
-        -0.1,
-    ),
-    "r1v": ({}, "<think>x</think><answer>\\frac{1}{2}</answer>", "0.5", {}, 1.0),  # EasyR1 form
-    "multiple_choice": ({}, "so \\boxed{C}", "C", {}, 1.0),  # boxed letter
-    "deepeyes": (  # right after a call that ran: 0.8 x 1 + 0.2 x 0 (no format error) + the 1.2 tool bonus
-        {},
-        "<answer>42</answer>",
-        "42",
-        {"question": "Value of A?", "tool_outcome": "executed", "tool_calls": 1},
-        2.0,
-    ),
-}
+VERL_EXTRA_INFO = {"num_turns": 4, "rollout_reward_scores": {}}
+"""Keys verl adds to a sample's extra_info that are not reward inputs (ignored by the adapter)."""
+
+
+def sample(name):
+    """A registered reward's worked example (chartrl.rewards.Example) as verl hands it over: the params, the
+    solution string, the ground truth, extra_info with numpy integers and verl's own keys, the expected score."""
+    example = REWARDS[name].example
+    extra_info = {k: np.int64(v) if isinstance(v, int) else v for k, v in example.metadata.items()}
+    return dict(example.params), example.response, example.truth, {**extra_info, **VERL_EXTRA_INFO}, example.overall
 
 
 def verl_config(name: str, params: dict, path: str = "pkg://chartrl.verl_backend.rewards"):
@@ -64,16 +40,16 @@ def verl_config(name: str, params: dict, path: str = "pkg://chartrl.verl_backend
     )
 
 
-def test_every_reward_has_an_adapter_and_a_sample():
-    assert set(SAMPLES) == set(REWARDS)
+def test_every_reward_has_an_adapter():
     assert all(callable(getattr(verl_rewards, name)) for name in REWARDS)
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_get_custom_reward_fn_loads_and_scores(name):
+@pytest.mark.parametrize("name", sorted(REWARDS))
+def test_get_custom_reward_fn_loads_and_scores_each_rewards_example(name):
+    """Each registered reward's own example (registered with it: a new reward needs no edit here)."""
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    params, solution, truth, extra_info, expected = SAMPLES[name]
+    params, solution, truth, extra_info, expected = sample(name)
     fn = get_custom_reward_fn(verl_config(name, params))
     result = fn(data_source="chartqa_human", solution_str=solution, ground_truth=truth, extra_info=extra_info)
     assert result["score"] == pytest.approx(expected) == pytest.approx(result["overall"])
@@ -93,20 +69,23 @@ def test_a_new_reward_is_its_decorated_function_and_its_schema_entry(monkeypatch
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     from chartrl.config import config_schema
-    from chartrl.rewards import register_reward
+    from chartrl.rewards import Example, register_reward
 
     names = config_schema()["$defs"]["reward"]["properties"]["name"]
     monkeypatch.setitem(names, "enum", [*names["enum"], "half_accuracy"])
     try:
+        example = Example("<answer>42</answer>", "42", 0.5)
 
-        @register_reward("half_accuracy", description="half the relaxed accuracy", parts=("overall",), accuracy="rule")
+        @register_reward("half_accuracy", description="half", parts=("overall",), accuracy="rule", example=example)
         def half_accuracy(accuracy, item, params, judge_failure=0.0):
             return {"overall": accuracy / 2}
 
         fn = get_custom_reward_fn(verl_config("half_accuracy", {}, path=str(ADAPTER_FILE)))
         assert fn(data_source="x", solution_str="<answer>42</answer>", ground_truth="42")["score"] == 0.5
         with pytest.raises(ValueError, match="already registered"):
-            register_reward("half_accuracy", description="again", parts=("overall",), accuracy="rule")(half_accuracy)
+            register_reward("half_accuracy", description="again", parts=("overall",), accuracy="rule", example=example)(
+                half_accuracy
+            )
     finally:
         REWARDS.pop("half_accuracy", None)
         verl_rewards.reward_function.cache_clear()
@@ -115,7 +94,7 @@ def test_a_new_reward_is_its_decorated_function_and_its_schema_entry(monkeypatch
 def test_the_adapter_scores_as_the_reward_does():
     from chartrl.verl_backend.rewards import reward_input
 
-    params, solution, truth, extra_info, _ = SAMPLES["v2_shaped"]
+    params, solution, truth, extra_info, _ = sample("v2_shaped")
     direct = get_reward("v2_shaped", params)([reward_input(solution, truth, "chartqa_human", extra_info)])[0]
     via_verl = verl_rewards.v2_shaped("chartqa_human", solution, truth, extra_info, params=params)
     protocol = {k: via_verl.pop(k) for k in verl_rewards.PROTOCOL_PARTS}

@@ -56,18 +56,18 @@ class _Renderer:
 
     def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
         """``node`` with its ``$ref`` followed (the node's own keys win) and its unconditional ``allOf`` parts'
-        properties merged in (the node's own property settings over theirs, key by key)."""
+        properties merged in after its own, in the order defaults are filled (the node's own property settings over
+        theirs, key by key)."""
         while "$ref" in node:
             target = self.defs[node["$ref"].split("/")[-1]]
             node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         parts = [part for part in node.get("allOf", []) if "if" not in part]
         if parts:
-            properties: dict[str, Any] = {}
+            own = node.get("properties", {})
+            properties: dict[str, Any] = dict(own)
             for part in parts:
                 for key, value in self.resolve(part).get("properties", {}).items():
-                    properties[key] = value
-            for key, value in node.get("properties", {}).items():
-                properties[key] = {**properties.get(key, {}), **value}
+                    properties[key] = {**value, **own.get(key, {})}
             node = {**node, "properties": properties, "allOf": [p for p in node["allOf"] if "if" in p]}
         return node
 

@@ -101,8 +101,8 @@ def _describe_leaf(error: jsonschema.ValidationError, prefix: Sequence[str] = ()
         return f"config key '{key}': value {value} is not allowed; allowed values: {allowed}"
     if kind == "const":
         return f"config key '{key}': value {value} must be {json.dumps(error.validator_value)}"
-    if kind == "additionalProperties":
-        known = sorted(error.schema.get("properties", {}))
+    if kind in {"additionalProperties", "unevaluatedProperties"}:
+        known = sorted(_declared_keys(error.schema))
         unknown = sorted(set(error.instance) - set(known))
         return (
             f"config key '{key}': unknown key(s) {', '.join(unknown)}; allowed keys: {', '.join(known)} "
@@ -122,6 +122,18 @@ def _describe_leaf(error: jsonschema.ValidationError, prefix: Sequence[str] = ()
     if kind == "propertyNames":
         return f"config key '{key}': {error.message}"
     return f"config key '{key}': {error.message}"
+
+
+def _declared_keys(node: Mapping[str, Any]) -> set[str]:
+    """The keys an object schema declares: its ``properties`` and those of the schemas its ``allOf`` and ``$ref``
+    take in (how a reward's branch takes its shared parameter groups)."""
+    keys = set(node.get("properties", {}))
+    if "$ref" in node:
+        keys |= _declared_keys(config_schema()["$defs"][node["$ref"].split("/")[-1]])
+    for part in node.get("allOf", []):
+        if "if" not in part:
+            keys |= _declared_keys(part)
+    return keys
 
 
 def _leaf_errors(errors: Iterable[jsonschema.ValidationError]) -> list[jsonschema.ValidationError]:

@@ -8,16 +8,22 @@
 - :data:`SCORERS`, :func:`get_scorer`: ``rule``, ``judge``, ``panel``.
 - The answer rules (extraction, relaxed accuracy) are ``chartrl.answers``, a floor below the rewards.
 - :data:`PARTS`: reward name -> its parts; :func:`bounds`: the range of a reward's ``overall``.
+- :func:`reward_sources`: the files a train job with a given reward depends on beyond the shared reward code.
 
-A reward is a function in ``chartrl.rewards.combine`` decorated with ``register_reward`` plus its entry in the
-config schema; ``chartrl.verl_backend.rewards`` serves every registered reward to verl under its name.
+A reward is a function decorated with ``register_reward`` (the built-in ones in ``chartrl.rewards.combine``, a new
+one in a module of its own in ``chartrl.rewards.extra``, imported here) plus its entry in the config schema;
+``chartrl.verl_backend.rewards`` serves every registered reward to verl under its name.
 """
 
-from chartrl.rewards import combine  # noqa: F401  (registers the rewards)
+import importlib
+import pkgutil
+
+from chartrl.rewards import combine, extra  # noqa: F401  (combine registers the built-in rewards)
 from chartrl.rewards.inputs import METADATA_FIELDS, TOOL_OUTCOMES, RewardInput
 from chartrl.rewards.registry import (
     REWARDS,
     Evaluation,
+    Example,
     Reward,
     RewardDefinition,
     accuracy_signal,
@@ -26,8 +32,12 @@ from chartrl.rewards.registry import (
     get_reward,
     register_reward,
     reward_names,
+    reward_sources,
 )
 from chartrl.rewards.scorers import SCORERS, aggregate, get_scorer
+
+for _module in pkgutil.iter_modules(extra.__path__):  # each registers its reward
+    importlib.import_module(f"{extra.__name__}.{_module.name}")
 
 PARTS: dict[str, tuple[str, ...]] = {name: definition.parts for name, definition in REWARDS.items()}
 """Reward name -> the keys of its dict, in order."""
@@ -39,6 +49,7 @@ __all__ = [
     "SCORERS",
     "TOOL_OUTCOMES",
     "Evaluation",
+    "Example",
     "Reward",
     "RewardDefinition",
     "RewardInput",
@@ -50,4 +61,5 @@ __all__ = [
     "get_scorer",
     "register_reward",
     "reward_names",
+    "reward_sources",
 ]

@@ -1,8 +1,9 @@
 """The rewards: how each turns (accuracy, one response's shaping inputs, params) into ``{"overall", <parts>}``.
 Pure per-item functions, so every reward definition (README, "Rewards and the judge") reads in a few lines and
 the property tests call them directly. Each is registered by its decorator (``chartrl.rewards.registry``) with
-its parts, what grades its answers and its bounds; a new reward is one more decorated function here plus its
-entry in the config schema (``$defs/reward``).
+its parts, what grades its answers, its worked example and its bounds. A new reward is a module of its own in
+``chartrl.rewards.extra`` plus its entry in the config schema (``$defs/reward``): docs/rewards.md, "Add a
+reward".
 
 Part names are stable per reward (the decorator's ``parts``); the trainer logs each as ``reward/<part>``. In the
 shaped rewards the parts are the *contributions* to ``overall`` (a term times its delta, after gating), so
@@ -27,7 +28,7 @@ from typing import Any
 
 from chartrl.answers import ANSWER_CLOSE, ANSWER_OPEN, extract_answer, extract_choice
 from chartrl.rewards.inputs import RewardInput
-from chartrl.rewards.registry import register_reward
+from chartrl.rewards.registry import Example, register_reward
 from chartrl.rewards.symbolic import grade_answer_within
 from chartrl.rewards.terms import conditional_tool_bonus, format_term, length_term, tool_term
 
@@ -39,12 +40,14 @@ Parts = dict[str, float]
     description="relaxed accuracy of the final answer",
     parts=("overall", "accuracy", "tool_bonus"),
     accuracy="rule",
+    example=Example("<answer>42</answer>", "42", 1.0),
 )
 @register_reward(
     "v1_judge",
     description="judge verdict on the final answer (1 correct, 0 not)",
     parts=("overall", "accuracy", "tool_bonus", "judge_failure"),
     accuracy="judge",
+    example=Example("<answer>45%</answer>", "45", 1.0, metadata={"question": "Share of A?"}),  # the judge reads %
 )
 def accuracy_only(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """v1_rule and v1_judge: overall = accuracy (+ the conditional tool bonus, off by default)."""
@@ -79,6 +82,12 @@ SHAPED_PARTS = ("overall", "accuracy", "format", "length", "tool", "tool_bonus",
     description="accuracy + format, length and tool terms, each with its own delta",
     parts=SHAPED_PARTS,
     accuracy="configured",
+    example=Example(  # right: 1 + 0.1 format + 0.1 tool - 0.05 length (64 tokens past the budget of 256)
+        "<answer>42</answer>",
+        "42",
+        1.15,
+        metadata={"tool_outcome": "executed", "tool_calls": 1, "response_tokens": 320},
+    ),
     bounds=shaped_bounds,
 )
 def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
@@ -94,6 +103,13 @@ def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], jud
     description="gated reward aggregation: bonuses only for correct answers, penalties always",
     parts=SHAPED_PARTS,
     accuracy="configured",
+    example=Example(  # wrong after a failed call: the format bonus gated to 0, the call's -0.1 penalty stays
+        "<answer>17</answer>",
+        "42",
+        -0.1,
+        params={"accuracy": "panel"},
+        metadata={"tool_outcome": "failed", "tool_calls": 1, "response_tokens": 100},
+    ),
     bounds=shaped_bounds,
 )
 def v3_gra(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
@@ -143,6 +159,7 @@ def r1v_format(response: str) -> float:
     description="EasyR1 r1v: think/answer format + mathruler accuracy (GeoQA)",
     parts=("overall", "accuracy", "format", "tool_bonus", "grade_timeout"),
     accuracy="own",
+    example=Example("<think>x</think><answer>\\frac{1}{2}</answer>", "0.5", 1.0),  # mathruler: 1/2 is 0.5
 )
 def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     """EasyR1's r1v reward for GeoQA: overall = (1 - w) * accuracy + w * format, accuracy by mathruler's
@@ -169,6 +186,7 @@ def r1v(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     description="the letter in the last \\boxed{} against the labelled option (GeoQA multiple choice)",
     parts=("overall", "accuracy", "format", "tool_bonus"),
     accuracy="own",
+    example=Example("so \\boxed{C}", "C", 1.0),
 )
 def multiple_choice(item: RewardInput, params: Mapping[str, Any]) -> Parts:
     """Multiple-choice GeoQA: accuracy 1 when the letter in the last ``\\boxed{}`` is the labelled option.
@@ -208,6 +226,12 @@ def deepeyes_bounds(params: Mapping[str, Any]) -> tuple[float, float]:
     description="DeepEyes: weighted judge accuracy + format penalty + tool bonus paid only on right answers",
     parts=("overall", "accuracy", "format", "tool_bonus", "judge_failure"),
     accuracy="judge",
+    example=Example(  # right after a call that ran: 0.8 x 1 + 0.2 x 0 (no format error) + the 1.2 tool bonus
+        "<answer>42</answer>",
+        "42",
+        2.0,
+        metadata={"question": "Value of A?", "tool_outcome": "executed", "tool_calls": 1},
+    ),
     bounds=deepeyes_bounds,
 )
 def deepeyes(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:

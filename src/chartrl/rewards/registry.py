@@ -16,7 +16,7 @@ the accuracy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chartrl.answers import DEFAULT_YEAR_RULE, answer_accuracy, extract_answer
@@ -33,6 +33,23 @@ def accuracy_bounds(params: Mapping[str, Any]) -> tuple[float, float]:
 
 
 @dataclass(frozen=True)
+class Example:
+    """One response and the ``overall`` the reward gives it: each reward's worked case, registered with it and
+    scored by the tests through every way a reward is called (``get_reward``, verl's custom reward loader), so a new
+    reward needs no test edit to be checked end to end."""
+
+    response: str
+    truth: str
+    overall: float
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The reward's params (the rest take their schema defaults)."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """:class:`RewardInput` fields besides the response and truth (``question``, ``tool_outcome``, ``tool_calls``,
+    ``response_tokens``, ...), as a verl sample's ``extra_info`` carries them. A judge-based example is judged by
+    the offline reference judge (its panel for ``accuracy: panel``)."""
+
+
+@dataclass(frozen=True)
 class RewardDefinition:
     name: str
     description: str
@@ -45,6 +62,13 @@ class RewardDefinition:
     """``(accuracy, item, params, judge_failure)`` for accuracy-based rewards, ``(item, params)`` for ``own``."""
     bounds: Bounds
     """params -> the documented range of ``overall`` (property-tested)."""
+    example: Example
+    """The reward's worked case (see :class:`Example`)."""
+
+    @property
+    def module(self) -> str:
+        """The module that defines the reward (``chartrl.rewards.combine``, or one of ``chartrl.rewards.extra``)."""
+        return self.combine.__module__
 
     def accuracy_signal(self, params: Mapping[str, Any]) -> str:
         """``rule``, ``judge``, ``panel`` or ``own`` for these params."""
@@ -53,24 +77,46 @@ class RewardDefinition:
 
 REWARDS: dict[str, RewardDefinition] = {}
 """Reward name -> definition, filled by :func:`register_reward`. A reward also needs its entry in the config
-schema (``$defs/reward``: the name in the enum and its params with their defaults)."""
+schema (``$defs/reward``: the name in the enum and a branch with its params and their defaults)."""
 
 
 def register_reward(
-    name: str, *, description: str, parts: tuple[str, ...], accuracy: str, bounds: Bounds = accuracy_bounds
+    name: str,
+    *,
+    description: str,
+    parts: tuple[str, ...],
+    accuracy: str,
+    example: Example,
+    bounds: Bounds = accuracy_bounds,
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register the decorated function as reward ``name`` (the function combines one response's accuracy and
-    inputs into ``{"overall", <parts>}``; see :class:`RewardDefinition`). A taken name raises."""
+    inputs into ``{"overall", <parts>}``; see :class:`RewardDefinition`) with its worked ``example``. A taken name
+    raises."""
     if accuracy not in ("rule", "judge", "own", "configured"):
         raise ValueError(f"reward {name!r}: accuracy {accuracy!r} is not one of rule, judge, own, configured")
 
     def register(combine: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         if name in REWARDS:
             raise ValueError(f"reward {name!r} is already registered ({REWARDS[name].combine.__qualname__})")
-        REWARDS[name] = RewardDefinition(name, description, parts, accuracy, combine, bounds)
+        REWARDS[name] = RewardDefinition(name, description, parts, accuracy, combine, bounds, example)
         return combine
 
     return register
+
+
+EXTRA_PACKAGE = "chartrl.rewards.extra"
+"""Where a reward in a module of its own lives (``src/chartrl/rewards/extra/<module>.py``, imported with
+``chartrl.rewards``): its module is code of the train jobs whose reward it defines only (:func:`reward_sources`)."""
+
+
+def reward_sources(name: str) -> list[str]:
+    """The source files a train job with reward ``name`` depends on beyond the shared reward code (``rewards/``
+    without ``rewards/extra/``): the reward's own module when it is one of ``chartrl.rewards.extra``, else none.
+    Adding such a module therefore reruns no other series' training."""
+    import sys
+
+    module = REWARDS[name].module
+    return [str(sys.modules[module].__file__)] if module.startswith(EXTRA_PACKAGE + ".") else []
 
 
 def bounds(name: str, params: Mapping[str, Any]) -> tuple[float, float]:
