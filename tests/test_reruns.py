@@ -135,7 +135,7 @@ def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(plan
 def test_a_judge_change_reruns_the_training_of_the_series_whose_reward_judges_and_no_other(plans):
     trains = {job for job, trigger in plans["judge"].items() if job.startswith("train|")}
     rerun = {job.split("series=")[1] for job in trains if plans["default"].get(job) != plans["judge"][job]}
-    assert rerun == {"e2", "e12"}  # v1_judge, and v3_gra with panel accuracy; the rule-reward series keep theirs
+    assert rerun == {"e2", "e12", "h1"}  # v1_judge (h1: the hack control), and v3_gra with panel accuracy
 
 
 @pytest.mark.parametrize("config", ["default", *OTHER_CONFIGS])

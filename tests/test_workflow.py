@@ -18,16 +18,23 @@ from synth_answers import expected_answer
 
 pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
-TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12")
+TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12", "h1")  # h1: the hack control
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
-CURVE_SERIES = ("e1", "e2", "e6", "e10")  # the train series the eval series read
-SCORES = {"e4": "rule", "e5": "judge", "e8": "rule", "e9": "judge", "e13": "rule", "e14": "panel"}
-MATRIX = {("e4", "judge"), ("e4", "panel"), ("e5", "rule"), ("e5", "panel"), ("e8", "panel"), ("e13", "judge")}
+CURVE_SERIES = ("e1", "e2", "e6", "e10", "h1")  # the train series the eval series read
+SCORES = {
+    ("e4", "rule"), ("e5", "judge"), ("e8", "rule"), ("e9", "judge"), ("e13", "rule"), ("e14", "panel"),
+    ("h2", "rule"), ("h2", "judge"),  # the hack control's eval: both scorers of the diagonal
+}  # fmt: skip
+MATRIX = {
+    ("e4", "judge"), ("e4", "panel"), ("e5", "rule"), ("e5", "panel"), ("e8", "panel"), ("e13", "judge"),
+    ("h2", "panel"),
+}  # fmt: skip
 """The matrix cells no eval series asks for: each evaluated checkpoint by every scorer (chartrl.evaluate.matrix)."""
+DIAGONALS = ("e9", "e14", "h2")  # the eval series with two scorers of one checkpoint
 EVAL_JOBS = (
-    {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13")}
-    | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES.items()}
-    | {("diagonal", "series=e9"), ("diagonal", "series=e14")}
+    {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13", "h2")}
+    | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES}
+    | {("diagonal", f"series={s}") for s in DIAGONALS}
     | {("matrix_score", f"series={s}, scorer={scorer}") for s, scorer in MATRIX}  # the reward x scorer matrix
     | {("rerank", "series=e4"), ("rerank_score", "series=e4, scorer=rule")}  # best-of-N on e4 (config/series.yaml)
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
@@ -76,7 +83,7 @@ def test_the_longest_jobs_go_first_tool_series_then_baselines_then_evaluation(tm
     for rule, wildcards, block in _job_blocks(dry.stdout):
         priority = re.search(r"priority: (\d+)", block)
         priorities[(rule, wildcards)] = int(priority.group(1) if priority else 0)
-    tool_series = {"e1", "e2", "e6", "e10", "e12"}
+    tool_series = {"e1", "e2", "e6", "e10", "e12", "h1"}
     trainings = {job: p for job, p in priorities.items() if job[0] in ("train", "train_seed")}
     assert len(trainings) == 3 * len(TRAIN_SERIES)  # the extra seeds' runs too
     for (rule, wildcards), priority in trainings.items():
@@ -192,8 +199,8 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13")} | {f"{s}/score/{c}" for s, c in SCORES.items()}
-    evaluation |= {"e9/diagonal", "e14/diagonal", "report", "e4/rerank", "e4/rerank/rule"}
+    evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13", "h2")} | {f"{s}/score/{c}" for s, c in SCORES}
+    evaluation |= {f"{s}/diagonal" for s in DIAGONALS} | {"report", "e4/rerank", "e4/rerank/rule"}
     evaluation |= {f"{s}/matrix/{c}" for s, c in MATRIX}
     evaluation |= {"synthchart/shortcut_filter"}
     evaluation |= {f"{s}/test_curve" for s in CURVE_SERIES}  # the test curve of every series an eval series reads
@@ -354,13 +361,13 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     assert not (smoke_run / "results/eval/e9/generations.parquet").exists()
     assert [i["id"] for i in e8["items"]] == [i["id"] for i in e9["items"]] and len(e8["items"]) == 16
     assert e9["aggregate"]["judge"]["kind"] == "reference (not an LLM)"
-    for series, scorers in (("e9", ["rule", "judge"]), ("e14", ["rule", "panel"])):
+    for series, scorers in (("e9", ["rule", "judge"]), ("e14", ["rule", "panel"]), ("h2", ["rule", "judge"])):
         diagonal = json.loads((smoke_run / f"results/eval/{series}/diagonal.json").read_text())
         assert diagonal["scorers"] == scorers and diagonal["n"] == 16
         assert {"drift", "agreement", "kappa", "kappa_interval", "disagreements"} <= set(diagonal)
     metrics = json.loads((smoke_run / "results/report/metrics.json").read_text())
-    assert set(metrics["series"]) == {f"e{i}" for i in range(1, 15)}
-    assert set(metrics["diagonal"]) == {"e9", "e14"} and set(metrics["training"]) == set(TRAIN_SERIES)
+    assert set(metrics["series"]) == {f"e{i}" for i in range(1, 15)} | {"h1", "h2"}
+    assert set(metrics["diagonal"]) == set(DIAGONALS) and set(metrics["training"]) == set(TRAIN_SERIES)
     assert any("not an LLM" in line for line in metrics["limits"])
     # every train series and the warm start read greedy, on shuffled charts and sampled
     tables = metrics["test_accuracy"]["series"]
@@ -422,8 +429,8 @@ def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     match = re.search(r'data-selfcheck="([^"]*)"', dom.stdout)
     assert match, dom.stderr[-2000:]
     check = json.loads(match.group(1).replace("&quot;", '"'))
-    # two figures per reward generation and the test curve
-    assert check["plots"] == 7 and check["plots_rendered"] == 7
+    # two figures per reward generation (v1, v2, v3 and the hack control's) and the test curve
+    assert check["plots"] == 9 and check["plots_rendered"] == 9
     assert check["images"] > 0 and check["images_loaded"] == check["images"]
     assert check["errors"] == [] and "Uncaught" not in dom.stderr
     shot = tmp_path / "report.png"

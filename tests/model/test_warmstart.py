@@ -51,6 +51,27 @@ def test_tool_demonstration_trains_only_the_assistant_tokens(tiny_policy, synth_
     )
 
 
+def test_a_question_naming_every_label_is_never_demonstrated_with_a_mask(tiny_policy, synth_rows, default_config):
+    """A mask keeping every label of the chart is refused by the tool: a question naming all of them is
+    demonstrated with another tool of its axis, and the call runs."""
+    from chartrl.warmstart.supervised import CallTarget, serving_tools
+
+    xs = [n for n in ALL_TOOL_NAMES if n.startswith("focus_on_x_values")]
+    target = CallTarget("x_values", ["A", "B"], ["A", "B"], xs)
+    assert "focus_on_x_values_with_mask" not in serving_tools(target, ["A", "B"]) and serving_tools(target, ["A", "B"])
+    assert serving_tools(target, ["A"]) == xs
+    assert serving_tools(dataclasses.replace(target, names=["focus_on_x_values_with_mask"]), ["A", "B"]) == [
+        "focus_on_x_values_with_mask"
+    ]
+    row = next(r for r in synth_rows["train"] if r.chart_type == "v_bar" and r.extra.get("about"))
+    row = dataclasses.replace(row, extra={**row.extra, "about": list(row.bboxes["x_values"])})
+    tools = dataclasses.replace(default_config.tools, names=tuple(xs))
+    cfg = _cfg(default_config, tool_rate=1.0, correct_label_rate=1.0, no_tool_rate=0.0, hedge_rate=0.0)
+    for seed in range(12):
+        demo = build_demonstration(tiny_policy, row, random.Random(seed), cfg, default_config.prompts, tools)
+        assert demo.kind == "tool_correct" and demo.outcome == "executed", seed
+
+
 def test_label_choice_follows_correct_label_rate(tiny_policy, synth_rows, default_config):
     def axis(r):
         return "x_values" if r.chart_type == "v_bar" else "y_values"

@@ -105,6 +105,16 @@ def call_target(row: Row, tools: ToolsConfig) -> CallTarget | None:
     return CallTarget(axis, about, labels, names) if names and set(about) <= set(labels) else None
 
 
+def serving_tools(target: CallTarget, keep: Sequence[str]) -> list[str]:
+    """The tools of ``target`` that run keeping ``keep``: a mask keeping every label of the chart masks nothing and
+    is refused (``selects_everything``), so it is left out then, unless it is the only tool."""
+    from chartrl.tools.registry import tool_spec
+
+    if not set(target.labels) <= set(keep):
+        return target.names
+    return [name for name in target.names if tool_spec(name).edit != "mask"] or target.names
+
+
 def build_demonstration(
     policy,
     row: Row,
@@ -144,7 +154,7 @@ def build_demonstration(
     rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
     about = target.about
     keep = _labels_to_keep(about, target.labels, rng, rate)
-    call = _call_text(rng.choice(target.names), target.axis, keep)
+    call = _call_text(rng.choice(serving_tools(target, keep)), target.axis, keep)
     ids, mask, images, outcome = tool_turn(policy, row, tools, messages, ids, image, call)
     if keep != about:
         answer = f"<answer>{_answer_shown(row, keep)}</answer>"
