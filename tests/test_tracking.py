@@ -366,3 +366,44 @@ def test_an_mlflow_server_is_reachable_when_it_answers_at_all(tmp_path):
         assert tracking.unreachable_store_problem(f"http://127.0.0.1:{server.server_port}") is None
     finally:
         server.shutdown()
+
+
+def test_a_dataset_another_job_inserted_meanwhile_is_linked_on_the_next_try(settings, tmp_path, synth_rows):
+    """Two jobs starting together log the same split: the store refuses the second insert of the dataset row (a
+    unique constraint), and the job tries again, which finds the row and links it; any other error is raised."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from chartrl.data.contract import write_split
+
+    split = tmp_path / "results/data/synthchart/train.parquet"
+    split.parent.mkdir(parents=True)
+    write_split(synth_rows["train"][:4], split)
+    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    experiment = client.create_experiment("race")
+    first, second = (client.create_run(experiment).info.run_id for _ in range(2))
+    inputs = [tracking.split_input(split, "train")]
+
+    class Racing:
+        """The real client, whose first call meets the other job's row inserted between look-up and insert."""
+
+        calls = 0
+
+        def log_inputs(self, run_id, datasets):
+            Racing.calls += 1
+            if Racing.calls == 1:
+                client.log_inputs(first, datasets=datasets)  # the other job wins the insert
+                raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, ...")
+            client.log_inputs(run_id, datasets=datasets)
+
+    tracking.log_inputs(Racing(), second, inputs)
+    assert Racing.calls == 2
+    for run_id in (first, second):
+        assert [d.dataset.name for d in client.get_run(run_id).inputs.dataset_inputs] == ["data/synthchart/train"]
+
+    class Broken:
+        def log_inputs(self, run_id, datasets):
+            raise MlflowException("the store is down")
+
+    with pytest.raises(MlflowException, match="down"):
+        tracking.log_inputs(Broken(), second, inputs)

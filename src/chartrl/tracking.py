@@ -270,10 +270,26 @@ class StageRun:
         again (a resumed job) adds nothing."""
         if splits:
             inputs = [split_input(path, split) for split, path in splits.items()]
-            self.client.log_inputs(self.run_id, datasets=inputs)
+            log_inputs(self.client, self.run_id, inputs)
 
     def finish(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status)
+
+
+def log_inputs(client, run_id: str, inputs: list, attempts: int = 5) -> None:
+    """``client.log_inputs``, tried again when another job inserted the same dataset between this one's look-up and
+    its insert (two train jobs starting together log the same splits into one experiment, and a SQL store refuses
+    the second row with a unique-constraint error); on the next try the store finds the row and links it."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(attempts):
+        try:
+            client.log_inputs(run_id, datasets=inputs)
+            return
+        except MlflowException as error:
+            if "UNIQUE constraint failed: datasets." not in str(error) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def end_status(error: BaseException) -> str:
