@@ -169,3 +169,32 @@ def warm_model_dir(tiny_model_dir, synth_rows, default_config, tmp_path_factory)
     policy.model.save_pretrained(out)
     policy.processor.save_pretrained(out)
     return out
+
+
+def find_chromium() -> str:
+    """Debian's chromium for the browser tests; without it they skip, or fail where CHARTRL_REQUIRE_BROWSER is set
+    (as .ci/run sets it)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CHARTRL_REQUIRE_BROWSER"):
+            raise AssertionError("chromium is required here (CHARTRL_REQUIRE_BROWSER is set); apt-get install chromium")
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    return chromium
+
+
+def headless_chromium(chromium: str, profile: Path, window: str, budget_ms: int) -> list[str]:
+    """The command line of a headless Chromium that reaches nothing beyond the page it is given, with its own
+    profile folder, a window of ``window`` ("WIDTH,HEIGHT") and ``budget_ms`` of virtual time."""
+    return [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        f"--window-size={window}",
+        f"--virtual-time-budget={budget_ms}",
+    ]

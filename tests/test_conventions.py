@@ -97,8 +97,9 @@ def test_every_documented_command_runs_as_written(where, command):
 
 
 def test_no_document_points_outside_the_repository():
+    outside = "/".join(("..", "shared"))  # spelled in parts, so that this file does not point there itself
     for path in [*DOCUMENTS, REPO / "Makefile", REPO / ".ci" / "run"]:
-        assert "../shared" not in path.read_text(), path
+        assert outside not in path.read_text(), path
 
 
 def test_test_modules_have_distinct_names():

@@ -4,7 +4,6 @@ Dataset column names each split with its digest, and the train run's page lists 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,18 +16,15 @@ import pytest
 from chartrl import tracking
 from chartrl.config import MlflowSettings
 
+from conftest import find_chromium, headless_chromium
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def chromium() -> str:
     """Looked for before the server starts: without it the test skips at once."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CHARTRL_REQUIRE_BROWSER"):
-            raise AssertionError("chromium is required here (CHARTRL_REQUIRE_BROWSER is set); apt-get install chromium")
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
-    return chromium
+    return find_chromium()
 
 
 @pytest.fixture
@@ -99,19 +95,8 @@ def test_the_ui_shows_the_datasets_and_the_train_runs_test_figures(chromium, sto
     from PIL import Image
 
     _, experiment, train_id, digests = store
-    flags = [
-        chromium,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1600,1000",
-        "--virtual-time-budget=20000",  # the page's own requests to the server finish within it
-    ]
+    # the page's own requests to the server finish within its 20 s of virtual time
+    flags = headless_chromium(chromium, tmp_path / "profile", "1600,1000", 20000)
 
     def dom(page: str) -> str:
         return subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=180).stdout

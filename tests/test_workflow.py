@@ -398,33 +398,15 @@ def test_snakemake_report_collects_the_marked_outputs(smoke_run, tmp_path):
 def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     """Headless Chromium opens the report from file://: every plot renders, every image loads, no script error,
     and the screenshot is not blank."""
-    import os
-    import shutil
     import subprocess
 
     from PIL import Image
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("CHARTRL_REQUIRE_BROWSER"):
-            raise AssertionError("chromium is required here (CHARTRL_REQUIRE_BROWSER is set); apt-get install chromium")
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    from conftest import find_chromium, headless_chromium
+
     page = (smoke_run / "results/report/index.html").as_uri()
-    flags = [
-        chromium,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1280,2000",
-        "--virtual-time-budget=8000",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
+    flags = headless_chromium(find_chromium(), tmp_path / "profile", "1280,2000", 8000)
+    flags += ["--enable-logging=stderr", "--v=0"]
     dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
     match = re.search(r'data-selfcheck="([^"]*)"', dom.stdout)
     assert match, dom.stderr[-2000:]
