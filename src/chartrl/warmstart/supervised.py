@@ -42,6 +42,7 @@ from chartrl.model.batching import TokenSequence, collate, length_groups, logits
 from chartrl.model.memo import RememberingBuilder
 from chartrl.progress import Progress
 from chartrl.rollout import conversation
+from chartrl.tools.registry import tool_spec
 
 log = logging.getLogger(__name__)
 CHECKPOINT_EVERY = 50
@@ -75,8 +76,6 @@ def _call_text(name: str, axis: str, labels: Sequence[str]) -> str:
 
 def _tool_names_for(axis: str, tools: ToolsConfig) -> list[str]:
     """The configured tools whose argument is labels on ``axis`` (their declared argument kind)."""
-    from chartrl.tools.registry import tool_spec
-
     return [name for name in tools.names if tool_spec(name).axis == axis]
 
 
@@ -108,8 +107,6 @@ def call_target(row: Row, tools: ToolsConfig) -> CallTarget | None:
 def serving_tools(target: CallTarget, keep: Sequence[str]) -> list[str]:
     """The tools of ``target`` that run keeping ``keep``: a mask keeping every label of the chart masks nothing and
     is refused (``selects_everything``), so it is left out then, unless it is the only tool."""
-    from chartrl.tools.registry import tool_spec
-
     if not set(target.labels) <= set(keep):
         return target.names
     return [name for name in target.names if tool_spec(name).edit != "mask"] or target.names
@@ -189,8 +186,6 @@ def hedged_answer(row: Row, rng: random.Random) -> str | None:
 def zoom_tool(row: Row, tools: ToolsConfig) -> str | None:
     """The configured tool that takes a region (``zoom_in``), when the row names the region its answer needs
     (``extra.zoom_box``, set by the zoomchart source); else None."""
-    from chartrl.tools.registry import tool_spec
-
     if not row.extra.get("zoom_box"):
         return None
     return next((name for name in tools.names if tool_spec(name).argument == "bbox"), None)
