@@ -13,7 +13,7 @@ import pytest
 
 from chartrl.data.contract import check_box, check_row, read_split, write_split
 
-from conftest import REPO, reuse_outputs, snakemake
+from conftest import REPO, find_chromium, headless_chromium, reuse_outputs, snakemake
 from synth_answers import expected_answer
 
 pytestmark = pytest.mark.slow
@@ -401,8 +401,6 @@ def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     import subprocess
 
     from PIL import Image
-
-    from conftest import find_chromium, headless_chromium
 
     page = (smoke_run / "results/report/index.html").as_uri()
     flags = headless_chromium(find_chromium(), tmp_path / "profile", "1280,2000", 8000)
