@@ -12,7 +12,7 @@ UV_VERSION := 0.13.9
 SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test bench dryrun lint lock lock-gpu envs clean
+.PHONY: setup run test test-fast bench dryrun lint lock lock-gpu envs clean
 
 setup: $(STAMP)
 
@@ -29,9 +29,15 @@ $(STAMP): requirements/cpu.lock pyproject.toml requirements/pip_sources.py
 run: setup
 	$(SNAKEMAKE) --cores $(CORES)
 
-## make test: the test suite (PYTEST_ARGS="-k config" to select)
+## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker, the long ones first:
+## tests/conftest.py); TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup

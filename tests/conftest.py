@@ -15,6 +15,38 @@ REPO = Path(__file__).resolve().parents[1]
 CHARTQA_REAL = REPO / "tests" / "fixtures" / "chartqa_real"
 BIN = Path(sys.executable).parent
 
+# Two workers (`make test`) on a two-core machine: every torch computation of every test and job takes one thread
+# (chartrl.threads; OMP_NUM_THREADS for what sets none), since two jobs of two threads side by side run several
+# times slower than two of one. Alone (TEST_WORKERS=0) they take what their configs say.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    _threads = str(max(1, (os.cpu_count() or 1) // WORKERS))
+    os.environ.setdefault("CHARTRL_MAX_THREADS", _threads)
+    os.environ.setdefault("OMP_NUM_THREADS", _threads)
+
+
+# The modules whose fixtures run a whole DAG or train for minutes, longest first. They are collected before the
+# rest, so that `make test`'s two workers (pytest-xdist, whole modules to a worker) start on them and finish together
+# instead of one worker starting the rehearsal when the other is nearly done.
+LONG_MODULES = (
+    "tests/test_rehearsal.py",
+    "tests/test_geoqa_recipes.py",
+    "tests/train/test_trainer.py",
+    "tests/train/test_learning.py",
+    "tests/test_workflow.py",
+    "tests/test_deepeyes_recipe.py",
+    "tests/verl_backend/test_verl_job.py",
+    "tests/test_launch.py",
+    "tests/verl_backend/test_verl_evaluation.py",
+    "tests/test_tracking.py",
+    "tests/test_forkserver.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def offline_caches(tmp_path_factory):

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,9 +127,11 @@ def test_the_environment_key_covers_every_variable_but_those_set_per_process():
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "OMP_NUM_THREADS": "1"})
 
 
-def test_a_server_of_other_jobs_has_a_socket_of_its_own_keyed_without_the_variables_named(tmp_path, monkeypatch):
-    """As the verl stand-in's server (tests/verl_backend/verl_standin.py): its jobs differ in their MLflow run."""
-    monkeypatch.setenv(forkserver.DIR_ENV, str(tmp_path / "fs"))
+def test_a_server_of_other_jobs_has_a_socket_of_its_own_keyed_without_the_variables_named(monkeypatch):
+    """As the verl stand-in's server (tests/verl_backend/verl_standin.py): its jobs differ in their MLflow run. (In
+    a short folder: a socket's path has at most 107 bytes, and this test's tmp_path under a pytest-xdist worker,
+    with the longer socket name, has more.)"""
+    monkeypatch.setenv(forkserver.DIR_ENV, tempfile.mkdtemp(prefix="fs-"))
     monkeypatch.setenv("MLFLOW_RUN_ID", "a")
     per_job = forkserver.VOLATILE | {"MLFLOW_RUN_ID"}
     other, own = forkserver.socket_path("other-", per_job), forkserver.socket_path()

@@ -74,7 +74,7 @@ def make_scorer(server, cache_path, **options) -> OpenAIScorer:
         max_retries=3,
         backoff_initial_s=0.01,
         backoff_max_s=0.05,
-        timeout_s=0.4,
+        timeout_s=10.0,  # a loaded machine answers late; the faults test sets its own
         cache=VerdictCache(cache_path),
     )
     settings.update(options)
@@ -102,7 +102,7 @@ def test_faults_are_retried_and_a_rerun_asks_nothing(tmp_path):
         return faults[index % len(faults)] if attempt == 0 else None
 
     with FakeScorerServer(TRUTHS, plan=plan, slow_s=0.8) as server:
-        scorer = make_scorer(server, tmp_path / "cache.sqlite")
+        scorer = make_scorer(server, tmp_path / "cache.sqlite", timeout_s=0.4)  # the slow reply times out
         assert [v.score for v in judge_batch(scorer, ITEMS)] == pytest.approx(EXPECTED)
         assert scorer.usage.retries >= 10 and scorer.usage.failures == 0
     with FakeScorerServer(TRUTHS) as again:

@@ -73,6 +73,7 @@ def _reward_curve(warm_model_dir, synth_rows, tmp_path, seed: int) -> list[float
     return [trainer.train_step(step)["reward/overall"] for step in range(1, STEPS + 1)]
 
 
+@pytest.mark.slow
 def test_reward_rises_on_a_task_with_a_known_optimum(warm_model_dir, synth_rows, tmp_path):
     """On each of three seeds the reward's least-squares trend rises by RISE over the run and the last WINDOW steps
     beat the first WINDOW; over the seeds, the last WINDOW beat the first by MEAN_GAIN. Measured on a 2-core CPU:

@@ -113,6 +113,7 @@ def uninterrupted(warm_model_dir, splits, tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_training_logs_the_loss_and_changes_every_trainable_parameter(uninterrupted, warm_model_dir):
     import torch
     from safetensors.torch import load_file
@@ -154,6 +155,7 @@ def test_training_logs_the_loss_and_changes_every_trainable_parameter(uninterrup
     assert set(run["checkpoints"]["steps"]) <= {"3", "4", str(run["best_val"]["step"])}  # keep_last 2 + best
 
 
+@pytest.mark.slow
 def test_the_train_run_carries_its_splits_as_dataset_inputs(uninterrupted, splits):
     from mlflow.tracking import MlflowClient
 
@@ -172,6 +174,7 @@ def test_the_train_run_carries_its_splits_as_dataset_inputs(uninterrupted, split
     }
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
     uninterrupted, warm_model_dir, splits, tmp_path
 ):
@@ -280,6 +283,7 @@ def test_a_served_training_ends_with_its_server_or_its_client_and_the_rerun_resu
     assert (out / "val_items.jsonl").read_text() == (uninterrupted / "e6/val_items.jsonl").read_text()
 
 
+@pytest.mark.slow
 def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, splits, tmp_path):
     """A SIGTERM (Snakemake cancelling the job, `ray job stop`, a local head shutting down) unwinds the job: its
     MLflow run ends KILLED, never left RUNNING, and it exits as a shell reports a SIGTERM."""
@@ -301,6 +305,7 @@ def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, 
     assert [r.info.status for r in runs] == ["KILLED"]
 
 
+@pytest.mark.slow
 def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_checkpoints(
     warm_model_dir, tiny_model_dir, splits, tmp_path
 ):
@@ -334,6 +339,7 @@ def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_c
     assert client.get_run(after["mlflow_run_id"]).info.status == "FINISHED"
 
 
+@pytest.mark.slow
 def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_path):
     cases = [
         ({**ROLLOUT, "n": 1}, TRAIN, "rollout.n = 1"),
@@ -353,6 +359,7 @@ def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_
     assert not (tmp_path / "x/checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_kl_and_lora_options_update_and_checkpoint(warm_model_dir, synth_rows, default_config, tmp_path):
     """One in-process step with a KL term to the start policy, and one with LoRA: both update, log actor/kl,
     and a LoRA checkpoint loads back as base model + adapter."""

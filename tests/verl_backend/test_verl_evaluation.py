@@ -97,6 +97,7 @@ def generation_job(config, workdir, series_id="e13", overrides=None):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_verl_checkpoint_is_merged_generated_converted_and_scored(trained, synth_rows):
     from mlflow.tracking import MlflowClient
@@ -138,6 +139,7 @@ def test_generation_overrides_of_another_series_are_refused(trained):
         run_generation_job(job, entry=STANDIN)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_generation_that_lacks_questions_fails_and_writes_nothing_to_score(trained, synth_rows, monkeypatch):
     """verl leaves a failed agent loop out of its dump without a word (the stand-in: the last question's): the job
@@ -153,6 +155,7 @@ def test_a_generation_that_lacks_questions_fails_and_writes_nothing_to_score(tra
     assert not job.out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_evaluate_limit_generates_on_the_first_questions_of_the_split(trained, synth_rows):
     """``evaluate.limit`` N: the first N test questions, as the schema says (verl's own draw of val_max_samples

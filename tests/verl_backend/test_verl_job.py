@@ -50,6 +50,7 @@ def job(gpu_config, synth_rows, tiny_model_dir, tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     from mlflow.tracking import MlflowClient
@@ -103,6 +104,7 @@ def test_a_failing_verl_fails_the_job_and_its_run(job, tmp_path, monkeypatch):
     assert not (tmp_path / "results/runs/e10/run.json").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_verl_training_without_mlflow_fails_the_job_naming_the_store_and_run(job, tmp_path, monkeypatch):
     """verl's logger cannot open the store, warns, trains on without MLflow and exits 0 (the stand-in runs verl's
@@ -161,6 +163,7 @@ def test_the_test_seam_replaces_verls_entry_only_when_set(monkeypatch, caplog):
     assert "instead of verl.trainer.main_ppo" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_rerun_continues_its_own_checkpoints_and_sets_aside_those_of_other_inputs(job, synth_rows, tmp_path):
     """verl's ``resume_mode=auto`` continues whatever checkpoint its folder holds (the stand-in finds it with verl's

@@ -16,6 +16,7 @@ from typing import Any
 from chartrl.commands.spec import given_spec, read_job_spec
 from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ def last_step(run_json: str | Path) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
@@ -53,7 +53,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
     series, of = spec["series"], spec["of"]
     evaluate = EvaluateConfig(**spec["evaluate"])
-    torch.set_num_threads(evaluate.threads)
+    use_threads(evaluate.threads)
     checkpoint = resolve_checkpoint(Path(args.run), series.get("checkpoint", "last"))
     policy = load_policy(checkpoint)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
@@ -92,7 +92,6 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
     supersedes its run. The headline figures (:func:`headline_test_metrics`) and the test split are added to the
     train run too, at the same step, so the runs table compares the train runs on test; a rerun adds a newer value
     there, which the table shows."""
-    import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
@@ -105,7 +104,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of --run (a train series' run.json) and --model (a model folder)")
     spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
     evaluate, rollout = EvaluateConfig(**spec["evaluate"]), RolloutConfig(**spec["rollout"])
-    torch.set_num_threads(evaluate.threads)
+    use_threads(evaluate.threads)
     model = str(resolve_checkpoint(Path(args.run), "last")) if args.run else args.model
     with_tools = bool(spec["series"].get("tools")) if args.tools is None else args.tools == "on"
     rows = read_split(args.data)
@@ -145,7 +144,6 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
     ``evaluate.curve_rows`` test questions (chartrl.evaluate.curve): ``--last`` (its test_accuracy.json) stands
     for the last checkpoint and ``--start`` (the warm start's, when the run trained from it) for step 0. MLflow:
     ``test_curve/accuracy`` per step on the run ``{series}/test_curve``, nested under the train run."""
-    import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
@@ -163,7 +161,7 @@ def cmd_test_curve(args: argparse.Namespace) -> int:
         "writes it",
     )
     evaluate, rollout = EvaluateConfig(**spec["evaluate"]), RolloutConfig(**spec["rollout"])
-    torch.set_num_threads(evaluate.threads)
+    use_threads(evaluate.threads)
     rows = read_split(args.data)
     rows = (rows[: evaluate.limit] if evaluate.limit else rows)[: evaluate.curve_rows]
     series = spec["series"]

@@ -19,6 +19,7 @@ from chartrl.config import (
     tools_config,
 )
 from chartrl.errors import ChartrlError
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,6 @@ def resume_key(sections: dict[str, Any], model: str | Path, train: str | Path) -
 def cmd_warmstart(args: argparse.Namespace) -> int:
     import shutil
 
-    import torch
-
     from chartrl import tracking
     from chartrl.data.contract import read_split
     from chartrl.files import atomic_dir, write_json
@@ -88,7 +87,7 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
     cfg = WarmstartConfig(**sections["warmstart"])
     prompt_config = PromptConfig(**sections["prompts"])
     tools = tools_config(sections["tools"])
-    torch.set_num_threads(cfg.threads)
+    use_threads(cfg.threads)
     train_rows = read_split(args.train)
     if args.val is not None:  # refused before the warm start, not by the check after it
         refuse_small_val_split(args.val, len(read_split(args.val)))
@@ -152,7 +151,6 @@ def cmd_warmstart_check(args: argparse.Namespace) -> int:
     A run of its own rather than metrics added to the warm start's run: the check is rerun on its own (a rollout
     setting changed), and a rerun then supersedes its run instead of appending a second value to the warm start's
     metric history; its params are the settings it sampled with, which the warm start's run does not hold."""
-    import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
@@ -163,7 +161,7 @@ def cmd_warmstart_check(args: argparse.Namespace) -> int:
 
     sections = read_job_spec(args.spec, CHECK_SECTIONS)
     cfg = WarmstartConfig(**sections["warmstart"])
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     rows = read_split(args.val)[: cfg.eval_rows]
     refuse_small_val_split(args.val, len(rows))
     policy = load_policy(args.model)

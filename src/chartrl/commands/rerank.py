@@ -17,6 +17,7 @@ from chartrl.commands.evaluate import eval_spec, eval_tags, parent_run_id
 from chartrl.commands.spec import given_spec
 from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RerankConfig, RolloutConfig, tools_config
 from chartrl.errors import UsageError
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,6 @@ def _rerank_of(series: dict[str, Any]) -> RerankConfig:
 
 
 def cmd_rerank(args: argparse.Namespace) -> int:
-    import torch
 
     from chartrl import tracking
     from chartrl.data.contract import read_split
@@ -40,7 +40,7 @@ def cmd_rerank(args: argparse.Namespace) -> int:
     series, of = spec["series"], spec["of"]
     rerank = _rerank_of(series)
     evaluate = EvaluateConfig(**spec["evaluate"])
-    torch.set_num_threads(evaluate.threads)
+    use_threads(evaluate.threads)
     checkpoint = resolve_checkpoint(Path(args.run), series.get("checkpoint", "last"))
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = eval_tags(series, "rerank", parent_run_id(args.run))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chartrl.commands.spec import read_job_spec
 from chartrl.config import PromptConfig, RolloutConfig, tools_config
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     rollout = RolloutConfig(**sections["rollout"])
     torch.manual_seed(args.seed)
     if args.threads:
-        torch.set_num_threads(args.threads)
+        use_threads(args.threads)
     policy = load_policy(args.model)
     rows = read_split(args.data)[: args.limit] if args.limit else read_split(args.data)
     params = SamplingParams(

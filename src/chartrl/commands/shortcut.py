@@ -18,6 +18,7 @@ from typing import Any
 
 from chartrl.commands.spec import read_job_spec
 from chartrl.config import ShortcutFilterConfig
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 ANSWER_SECTIONS = ("rollout", "prompts", "tools", "evaluate")
@@ -36,7 +37,6 @@ def read_spec(text: str, sections: tuple[str, ...] = ANSWER_SECTIONS) -> tuple[d
 
 
 def cmd_answers(args: argparse.Namespace) -> int:
-    import torch
 
     from chartrl.config import EvaluateConfig, PromptConfig, RolloutConfig, tools_config
     from chartrl.data.contract import read_split
@@ -45,7 +45,7 @@ def cmd_answers(args: argparse.Namespace) -> int:
     from chartrl.rollout.generations import write_generations
 
     spec, settings = read_spec(args.spec)
-    torch.set_num_threads(EvaluateConfig(**spec["evaluate"]).threads)
+    use_threads(EvaluateConfig(**spec["evaluate"]).threads)
     rows = examined_rows(read_split(args.data), settings)
     episodes = sample_answers(
         load_policy(args.model),

@@ -19,6 +19,7 @@ from chartrl.config import (
     train_config,
 )
 from chartrl.errors import UsageError
+from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
 SECTIONS = ("train", "rollout", "prompts", "tools", "judge")
@@ -61,7 +62,6 @@ def freeze_vision_tower(model) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    import torch
 
     from chartrl.config import JudgeConfig
     from chartrl.data.contract import read_split
@@ -80,7 +80,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--extra-seed {args.extra_seed} is not the spec's train.seed ({train.seed}); the seeds rule writes both"
         )
-    torch.set_num_threads(train.threads)
+    use_threads(train.threads)
     job = TrainJob(
         series=series,
         train=train,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chartrl.threads import use_threads
+
 log = logging.getLogger(__name__)
 
 VISION_SPECIAL_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
@@ -69,7 +71,7 @@ def load_policy(path: str | Path, *, threads: int | None = None, train: bool = F
     from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
     if threads:
-        torch.set_num_threads(threads)
+        use_threads(threads)
     processor = AutoProcessor.from_pretrained(str(path))
     adapter = Path(path) / "adapter_config.json"
     if adapter.exists():  # a LoRA checkpoint: the base model it was trained on, plus the adapter
