@@ -37,7 +37,7 @@ test: setup
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup
