@@ -71,3 +71,18 @@ def test_the_report_lists_every_configured_tool_in_training_and_on_test(tmp_path
     # a run without any of the files has no counts (not zeros)
     empty = collect_tools(tmp_path / "none", default_config)
     assert empty["training"]["total"] == empty["test"]["total"] == {}
+
+
+def test_on_verl_the_empty_training_columns_say_why(tmp_path, default_config):
+    """verl logs no per-tool counts of its training steps: the test columns come from the generations, and the
+    report says in place why the training columns are empty."""
+    import dataclasses
+
+    evaluated = tmp_path / "eval" / default_config.eval_series[0].id
+    evaluated.mkdir(parents=True)
+    table = pa.table({"tool_calls": [json.dumps([_call(MASK_X, "x_values", ["A"])])], "tool_error_kinds": ['[""]']})
+    pq.write_table(table, evaluated / "generations.parquet")
+    tools = collect_tools(tmp_path, dataclasses.replace(default_config, backend="verl"))
+    assert tools["test"]["total"][MASK_X] == {"calls": 1, "executed": 1, "success": 1.0}
+    assert tools["training"]["total"] == {} and "verl logs no per-tool counts" in tools["training"]["why_empty"]
+    assert "why_empty" not in collect_tools(tmp_path, default_config)["test"]

@@ -95,6 +95,12 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
             key: read,
             "called": sorted(name for name, count in total.items() if count["calls"]),
         }
+    if not training:  # said in place, beside the empty columns
+        out["training"]["why_empty"] = (
+            "verl logs no per-tool counts of its training steps"
+            if config.backend == "verl"
+            else "no results/runs/{series}/metrics.jsonl of a tool series was read"
+        )
     return out
 
 
