@@ -69,7 +69,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
     "prompts": _floors(),
     "report": _floors(
         "helpers order validation",  # what the sections share: panels, intervals, files read, series order
-        "collapse comparisons deepeyes finding hypotheses recipes rerank shortcut testcurves figures gallery",
+        "collapse comparisons deepeyes finding hypotheses recipes rerank shortcut testcurves tools figures gallery",
         "collect panels",  # every section's numbers, every section's panels
         "build",  # the page
     ),

@@ -56,8 +56,11 @@ def test_the_six_tools_run_on_the_real_bar_charts_and_every_policy_call_is_accou
     """The warm start demonstrates calls of the six tools with the question's labels on the carved train split's
     real bar charts: each one must run (a failing one would mean boxes, labels or tools out of step). The tiny
     policy attempts calls in every tool series; each attempt ends as an outcome (executed, malformed, failed), never
-    a crash. (A 2 M-parameter model trained from scratch does not write a well-formed six-tool call within a
-    CI-sized warm start, so executed policy calls are not asserted: 200 steps of 4 demonstrations still gave 0.)"""
+    a crash, and the report's table of tool success per tool counts every configured tool, in training and on
+    test. (A 2 M-parameter model trained from scratch does not write a well-formed six-tool call within a CI-sized
+    warm start, so executed policy calls are not asserted: with 150 steps on calls only, the policy's own calls ran
+    for five of the six tools in training and for one on test, where a call must copy an unseen label from the
+    prompt's list.)"""
     history = (rehearsal / "results/models/base/warmstart_metrics.jsonl").read_text().splitlines()
     executed = [json.loads(line)["warmstart/demo_call_executed"] for line in history]
     executed = [value for value in executed if value == value]  # steps with calls (nan: none in the batch)
@@ -65,6 +68,12 @@ def test_the_six_tools_run_on_the_real_bar_charts_and_every_policy_call_is_accou
     for series in TOOL_SERIES:
         lines = [line for line in _metrics(rehearsal, series) if "rollout/tool_call_ratio" in line]
         assert len(lines) == 4 and max(line["rollout/tool_call_ratio"] for line in lines) > 0, series
+    tools = json.loads((rehearsal / "results/report/metrics.json").read_text())["tools"]
+    assert len(tools["names"]) == 6 and all(name.startswith("focus_on_") for name in tools["names"])
+    for part in ("training", "test"):  # measured counts (zeros included) for every configured tool
+        assert set(tools["names"]) <= set(tools[part]["total"]), part
+    html = (rehearsal / "results/report/index.html").read_text()
+    assert all(f'data-tool="{name}"' in html for name in tools["names"])
 
 
 def test_every_eval_series_finds_its_checkpoint_although_keep_last_is_one(rehearsal):

@@ -19,7 +19,7 @@ from chartrl.data.contract import Row
 from chartrl.rollout.checks import shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
-from chartrl.rollout.statistics import kept_labels, rollout_statistics
+from chartrl.rollout.statistics import episode_tool_counts, kept_labels, rollout_statistics
 
 log = logging.getLogger(__name__)
 CONDITIONS = ("test", "test_shuffled_images", "test_sampled", "test_placebo")
@@ -128,7 +128,12 @@ def test_accuracy(
             observation=observation,
         )
         records = [episode_record(e, year_rule) for e in episodes]
-        out[condition] = {**summarise(records), "protocol": rollout_statistics(episodes), "items": records}
+        out[condition] = {
+            **summarise(records),
+            "protocol": rollout_statistics(episodes),
+            "tools": episode_tool_counts(episodes),  # calls and executed calls per tool
+            "items": records,
+        }
         summary = out[condition]
         log.info("%s: accuracy %.3f %s", condition, summary["accuracy"], summary["accuracy_by_question_type"])
     return out

@@ -26,6 +26,7 @@ from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
+from chartrl.report.tools import collect_tools
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -424,6 +425,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
             "count": 1 + len(config.extra_seeds),
         },
         "seed_spread": seed_spread(results, config),
+        "tools": collect_tools(results, config),
         "rl_effect": rl_effect(results, config),
         "comparisons": comparisons(config, results, train),
         "rerank": collect_rerank(results, config),

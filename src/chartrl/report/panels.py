@@ -34,6 +34,7 @@ from chartrl.report.order import generations_in_order
 from chartrl.report.recipes import recipe_panels
 from chartrl.report.rerank import rerank_panels
 from chartrl.report.shortcut import shortcut_panels
+from chartrl.report.tools import tool_panels
 
 # A curve panel reads the first of its keys a series logged: the local trainer logs training-rollout statistics,
 # verl 0.9.1 logs none of our reward's extra info per training step (chartrl.verl_backend.metrics), so on verl the
@@ -278,6 +279,7 @@ def report_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, 
     tables = (
         first_screen_panels(metrics, config)
         + table_panels(metrics, config)
+        + tool_panels(metrics, config)
         + testcurves.panels(metrics, config)
         + comparison_panels(metrics, config)
     )

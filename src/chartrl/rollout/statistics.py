@@ -5,7 +5,7 @@ chart? One set, read by the after-warm-start check, the test accuracy, the gener
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 
@@ -15,6 +15,38 @@ def kept_labels(episode) -> list[str]:
 
     executed = (t for t, o in zip(episode.tool_call_texts, episode.tool_outcomes, strict=False) if o == "executed")
     return labels_kept(executed)
+
+
+def tool_counts(call_texts: Iterable[str], error_kinds: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per tool name: its ``calls`` and the ``executed`` ones, over calls given as the assistant texts that held
+    them and their error kinds (empty for a call that ran: ``Episode.tool_error_kinds``, the generations'
+    ``tool_error_kinds``). A text whose call names no known tool, or does not parse, counts for none."""
+    from chartrl.tools import parse_tool_calls
+
+    counts: dict[str, dict[str, int]] = {}
+    for text, error in zip(call_texts, error_kinds, strict=False):
+        names = {call.name for call in parse_tool_calls(text, max_calls=max(1, text.count("<tool_call>"))).calls}
+        for name in sorted(names):
+            count = counts.setdefault(name, {"calls": 0, "executed": 0})
+            count["calls"] += 1
+            count["executed"] += not error
+    return dict(sorted(counts.items()))
+
+
+def episode_tool_counts(episodes: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """:func:`tool_counts` over every call of ``episodes``."""
+    texts = [text for e in episodes for text in e.tool_call_texts]
+    return tool_counts(texts, [kind for e in episodes for kind in e.tool_error_kinds])
+
+
+def add_tool_counts(total: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """``total`` with ``more``'s counts added, per tool (a new dict)."""
+    out = {name: dict(count) for name, count in total.items()}
+    for name, count in more.items():
+        into = out.setdefault(name, {"calls": 0, "executed": 0})
+        for key in ("calls", "executed"):
+            into[key] += count.get(key, 0)
+    return dict(sorted(out.items()))
 
 
 def rollout_statistics(episodes: Sequence[Any]) -> dict[str, float]:

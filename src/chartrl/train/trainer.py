@@ -150,6 +150,18 @@ def tool_call_counts(episodes: Sequence[Any], prefix: str, max_tool_turns: int) 
     return {f"{prefix}/tool_calls": sum(counts) / len(counts), f"{prefix}/tool_calls_max": float(max(counts))}
 
 
+def tool_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
+    """Per tool the episodes called: ``{prefix}/tools/{name}/calls`` (turns that called it) and ``.../executed``
+    (those that ran on the chart), counts over the step's episodes (the report sums them over a run)."""
+    from chartrl.rollout.statistics import episode_tool_counts
+
+    return {
+        f"{prefix}/tools/{name}/{key}": float(value)
+        for name, count in episode_tool_counts(episodes).items()
+        for key, value in count.items()
+    }
+
+
 def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
     from chartrl.answers import is_well_formed
     from chartrl.rollout.statistics import rollout_statistics
@@ -317,6 +329,7 @@ class Trainer:
         for part in scored[0]:
             metrics[f"reward/{part}"] = sum(s[part] for s in scored) / len(scored)
         metrics.update(rollout_metrics(episodes, "rollout"))
+        metrics.update(tool_metrics(episodes, "rollout"))
         metrics.update(tool_call_counts(episodes, "rollout", job.tools.max_tool_turns))
         metrics["train/degenerate_fraction"] = sum(degenerate) / len(degenerate)
         metrics["train/updated_sequences"] = float(len(keep))
@@ -393,6 +406,7 @@ class Trainer:
             if prefix == "val":
                 scores = question_scores(episodes)
                 metrics.update(rollout_metrics(episodes, "val"))
+                metrics.update(tool_metrics(episodes, "val"))
                 metrics.update(tool_call_counts(episodes, "val", self.job.tools.max_tool_turns))
                 if self.reward.accuracy_signal == "own":  # a recipe's reward grades its own answer form (r1v, boxed)
                     scored = self.reward(reward_inputs(episodes))

@@ -1,0 +1,121 @@
+"""Tool success per tool: how often each configured tool was called and how often it ran on the chart's boxes, in
+training and on test.
+
+Training: the local trainer's per-step counts (``rollout/tools/{name}/calls`` and ``.../executed`` in
+``results/runs/{series}/metrics.jsonl``), summed over each tool series' steps. Test: the calls of the test
+rollouts, summed over every source that rolled out on the test split: each train series' greedy and sampled
+test-accuracy rollouts (``test`` and ``test_sampled`` of ``results/eval/{series}/test_accuracy.json``; the
+shuffled-image and placebo controls left out) and each eval series' generations
+(``results/eval/{series}/generations.parquet``, both backends). A call is counted for a tool when its text names
+it (a call that does not parse counts for none), and executed when it ran without an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chartrl.config import Config
+from chartrl.report.helpers import make_panel
+from chartrl.report.order import in_order
+from chartrl.rollout.statistics import add_tool_counts, tool_counts
+
+TEST_CONDITIONS = ("test", "test_sampled")
+"""The test-accuracy conditions whose calls are counted (the controls show other charts or unedited ones)."""
+
+
+def training_counts(metrics_file: Path) -> dict[str, dict[str, int]]:
+    """Per tool, calls and executed calls summed over a run's training steps (``rollout/tools/...``)."""
+    total: dict[str, dict[str, int]] = {}
+    if not metrics_file.is_file():
+        return total
+    for line in metrics_file.read_text().splitlines():
+        if not line.strip():
+            continue
+        step: dict[str, dict[str, int]] = {}
+        for key, value in json.loads(line).items():
+            parts = key.split("/")
+            if len(parts) == 4 and parts[:2] == ["rollout", "tools"] and parts[3] in ("calls", "executed"):
+                step.setdefault(parts[2], {"calls": 0, "executed": 0})[parts[3]] = int(value)
+        total = add_tool_counts(total, step)
+    return total
+
+
+def generation_counts(path: Path) -> dict[str, dict[str, int]]:
+    """Per tool, calls and executed calls over every sample of a generations file."""
+    import pyarrow.parquet as pq
+
+    records = pq.read_table(path, columns=["tool_calls", "tool_error_kinds"]).to_pylist()
+    texts = [text for r in records for text in json.loads(r["tool_calls"])]
+    kinds = [kind for r in records for kind in json.loads(r["tool_error_kinds"])]
+    return tool_counts(texts, kinds)
+
+
+def _rates(counts: Mapping[str, Mapping[str, int]], names: list[str]) -> dict[str, dict[str, Any]]:
+    """Every configured tool (and any other that was called), with its success rate (executed / calls)."""
+    rows = {}
+    for name in names + sorted(set(counts) - set(names)):
+        calls, executed = counts.get(name, {}).get("calls", 0), counts.get(name, {}).get("executed", 0)
+        rows[name] = {"calls": calls, "executed": executed, "success": executed / calls if calls else None}
+    return rows
+
+
+def collect_tools(results: Path, config: Config) -> dict[str, Any]:
+    """``{"names", "training": {"total", "series", "called"}, "test": {"total", "sources", "called"}}``. ``series``
+    and ``sources``: the counts of every file read (empty where no call named a tool); ``total``: every configured
+    tool (and any other called) with its calls, executed calls and success, empty when no file was read (zero
+    counts are measured, a missing file is not); ``called``: the tools called at least once."""
+    names = list(config.tools.names)
+    training: dict[str, dict[str, dict[str, int]]] = {}
+    for series in in_order(config.train_series):
+        path = results / "runs" / series.id / "metrics.jsonl"
+        if series.tools and path.is_file():
+            training[series.id] = training_counts(path)
+    sources: dict[str, dict[str, dict[str, int]]] = {}
+    for series in in_order(config.train_series):
+        path = results / "eval" / series.id / "test_accuracy.json"
+        if series.tools and path.is_file():
+            data = json.loads(path.read_text())
+            for condition in TEST_CONDITIONS:
+                if condition in data:
+                    sources[f"{series.id} ({condition})"] = data[condition].get("tools") or {}
+    for series in in_order(config.eval_series):
+        path = results / "eval" / series.id / "generations.parquet"
+        if path.is_file():
+            sources[f"{series.id} (generations)"] = generation_counts(path)
+    out: dict[str, Any] = {"names": names}
+    for part, read, key in (("training", training, "series"), ("test", sources, "sources")):
+        total: dict[str, dict[str, int]] = {}
+        for counts in read.values():
+            total = add_tool_counts(total, counts)
+        out[part] = {
+            "total": _rates(total, names) if read else {},
+            key: read,
+            "called": sorted(name for name, count in total.items() if count["calls"]),
+        }
+    if not training:  # said in place, beside the empty columns
+        out["training"]["why_empty"] = (
+            "verl logs no per-tool counts of its training steps"
+            if config.backend == "verl"
+            else "no results/runs/{series}/metrics.jsonl of a tool series was read"
+        )
+    return out
+
+
+def tool_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, Any]]:
+    if not config.tools.names or not any(s.tools for s in config.train_series):
+        reason = "tool success per tool: no train series uses tools in this config"
+    elif config.backend == "verl":
+        reason = (
+            "tool success per tool: no results/eval/{series}/generations.parquet (verl logs no per-tool counts of "
+            "its training steps)"
+        )
+    else:
+        reason = (
+            "tool success per tool: no results/runs/{series}/metrics.jsonl of a tool series, and no "
+            "results/eval/{series}/test_accuracy.json or generations.parquet"
+        )
+    data = [["tools", "training", "total"], ["tools", "test", "total"]]
+    return [make_panel(metrics, "tools", "Tool success per tool", data, reason)]
