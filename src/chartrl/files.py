@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -76,14 +76,16 @@ def write_json(target: str | Path, data: Any) -> Path:
     return write_atomically(target, lambda tmp: tmp.write_text(text))
 
 
-def content_digest(path: str | Path) -> str:
+def content_digest(path: str | Path, leave_out: Collection[str] = ()) -> str:
     """sha256 of what ``path`` holds: a file's bytes, or a folder's files (each one's path inside the folder and its
-    bytes, in sorted order). Where the path lives does not count, so a moved results folder keeps its digests."""
+    bytes, in sorted order; the files named in ``leave_out`` at the folder's top left out). Where the path lives
+    does not count, so a moved results folder keeps its digests."""
     import hashlib
 
     path = Path(path)
     digest = hashlib.sha256()
     files = [(path.name, path)] if path.is_file() else [(p.relative_to(path).as_posix(), p) for p in _files_in(path)]
+    files = [(name, file) for name, file in files if name not in leave_out]
     if not files and not path.is_dir():
         raise FileNotFoundError(f"{path}: no such file or folder to digest")
     for name, file in files:

@@ -20,6 +20,7 @@ from chartrl.config import (
 )
 from chartrl.errors import ChartrlError
 from chartrl.threads import use_threads
+from chartrl.warmstart import METRICS_FILE, RUN_FILE
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ CHECK_MIN_ROWS = 2
 """The check's shuffled-image control shows each row another row's chart."""
 PROGRESS_KEY = "warmstart/loss"
 """Logged every warm-start step: how a resumed job finds the steps its MLflow run already holds."""
-RUN_FILE = "warmstart_run.json"
-"""In the warm-started model's folder: its MLflow run, under which the check's run is nested."""
 
 
 def checkpoint_folder(out: str | Path) -> Path:
@@ -124,7 +123,7 @@ def cmd_warmstart(args: argparse.Namespace) -> int:
         with atomic_dir(args.out) as tmp:
             policy.model.save_pretrained(tmp)
             policy.processor.save_pretrained(tmp)
-            save_history(history, tmp / "warmstart_metrics.jsonl")
+            save_history(history, tmp / METRICS_FILE)
             write_json(tmp / RUN_FILE, {"mlflow_run_id": run.run_id, "steps": cfg.steps})
             source = Path(args.model) / "chartrl_model.json"
             if source.exists():

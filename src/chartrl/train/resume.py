@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.files import content_digest
+from chartrl.warmstart import RUN_RECORDS
 
 PACKAGE = Path(__file__).resolve().parents[1]
 REWARD_CODE = ("rewards", "judge", "answers.py", "prompts")
@@ -42,10 +43,12 @@ def code_digest(parts: Iterable[str] = REWARD_CODE, package: Path = PACKAGE) -> 
 
 
 def input_digest(value: str | Path) -> str:
-    """A job input's content digest: a local file's or folder's bytes; anything else (a hub model id) by name."""
+    """A job input's content digest: a local file's or folder's bytes (a model folder's without the warm start's
+    metrics and run record, which differ between two warm starts of the same weights); anything else (a hub model
+    id) by name."""
     path = Path(value)
     if path.exists():
-        return content_digest(path)
+        return content_digest(path, leave_out=RUN_RECORDS)
     return f"name:{value}"
 
 
