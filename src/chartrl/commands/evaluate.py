@@ -43,7 +43,6 @@ def last_step(run_json: str | Path) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-
     from chartrl import tracking
     from chartrl.data.contract import read_split
     from chartrl.evaluate.checkpoints import resolve_checkpoint

@@ -29,7 +29,6 @@ def _rerank_of(series: dict[str, Any]) -> RerankConfig:
 
 
 def cmd_rerank(args: argparse.Namespace) -> int:
-
     from chartrl import tracking
     from chartrl.data.contract import read_split
     from chartrl.evaluate.checkpoints import resolve_checkpoint

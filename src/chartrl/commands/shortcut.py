@@ -37,7 +37,6 @@ def read_spec(text: str, sections: tuple[str, ...] = ANSWER_SECTIONS) -> tuple[d
 
 
 def cmd_answers(args: argparse.Namespace) -> int:
-
     from chartrl.config import EvaluateConfig, PromptConfig, RolloutConfig, tools_config
     from chartrl.data.contract import read_split
     from chartrl.evaluate.shortcut import examined_rows, sample_answers

@@ -62,7 +62,6 @@ def freeze_vision_tower(model) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-
     from chartrl.config import JudgeConfig
     from chartrl.data.contract import read_split
     from chartrl.model.policy import load_policy
