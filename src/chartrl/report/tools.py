@@ -69,15 +69,14 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
     counts are measured, a missing file is not); ``called``: the tools called at least once."""
     names = list(config.tools.names)
     training: dict[str, dict[str, dict[str, int]]] = {}
-    for series in in_order(config.train_series):
-        path = results / "runs" / series.id / "metrics.jsonl"
-        if series.tools and path.is_file():
-            training[series.id] = training_counts(path)
     sources: dict[str, dict[str, dict[str, int]]] = {}
-    for series in in_order(config.train_series):
-        path = results / "eval" / series.id / "test_accuracy.json"
-        if series.tools and path.is_file():
-            data = json.loads(path.read_text())
+    for series in in_order(s for s in config.train_series if s.tools):
+        metrics_file = results / "runs" / series.id / "metrics.jsonl"
+        if metrics_file.is_file():
+            training[series.id] = training_counts(metrics_file)
+        accuracy_file = results / "eval" / series.id / "test_accuracy.json"
+        if accuracy_file.is_file():
+            data = json.loads(accuracy_file.read_text())
             for condition in TEST_CONDITIONS:
                 if condition in data:
                     sources[f"{series.id} ({condition})"] = data[condition].get("tools") or {}
