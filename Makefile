@@ -32,12 +32,13 @@ run: setup
 ## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker, the long ones first:
 ## tests/conftest.py); TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
 TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup

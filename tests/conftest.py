@@ -25,7 +25,7 @@ if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", _threads)
 
 
-# The modules whose fixtures run a whole DAG or train for minutes, longest first. They are collected before the
+# The modules whose fixtures run a whole DAG or train for minutes. They are collected before the
 # rest, so that `make test`'s two workers (pytest-xdist, whole modules to a worker) start on them and finish together
 # instead of one worker starting the rehearsal when the other is nearly done.
 LONG_MODULES = (
