@@ -102,6 +102,10 @@ def dataset_from(section: dict, name: str = "d"):
 def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run the repository's workflow with ``workdir`` as working directory (results land there)."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    # pytest names the running test in PYTEST_CURRENT_TEST. A user's shell has no such variable, and the workflow's
+    # forkservers (chartrl.forkserver) key their servers by the whole environment: left in, it would give each test's
+    # run preloaded servers of its own instead of those the previous test's run started.
+    env.pop("PYTEST_CURRENT_TEST", None)
     cmd = [
         str(BIN / "snakemake"),
         "--snakefile",

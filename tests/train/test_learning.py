@@ -84,12 +84,17 @@ def test_reward_rises_on_a_task_with_a_known_optimum(warm_model_dir, synth_rows,
     has no advantage, so nothing brings it back): lr 1e-4 with a 5-step warm-up did not, on five seeds.
 
     The seeds train side by side, each in a process of its own on one thread (as a train job does), so all of them
-    share two cores instead of taking turns on one (95 s against 121 s in the suite, imports of each process
-    included); a seed's curve is the same either way (each step seeds its own sampling)."""
+    share two cores instead of taking turns on one; a seed's curve is the same either way (each step seeds its own
+    sampling). The processes are forks of one that imported torch and transformers once (multiprocessing's
+    forkserver, as the workflow's jobs are forks of chartrl's)."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    with ProcessPoolExecutor(len(SEEDS), mp_context=get_context("spawn")) as pool:
+    from chartrl.forkserver import PRELOAD
+
+    context = get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    with ProcessPoolExecutor(len(SEEDS), mp_context=context) as pool:
         runs = {seed: pool.submit(_reward_curve, warm_model_dir, synth_rows, tmp_path, seed) for seed in SEEDS}
         curves = {seed: run.result() for seed, run in runs.items()}
     gains = {}

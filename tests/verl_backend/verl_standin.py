@@ -322,9 +322,20 @@ PRELOAD = (
 )
 
 
-PER_JOB = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
+PER_JOB = frozenset(
+    {
+        "MLFLOW_TRACKING_URI",
+        "MLFLOW_RUN_ID",
+        "PYTEST_CURRENT_TEST",
+        "STANDIN_EXIT",
+        "STANDIN_FAILED_LOOPS",
+        "STANDIN_MLFLOW_URI",
+        "STANDIN_STEP_S",
+    }
+)
 """Variables the jobs of one stand-in server may differ in (left out of its socket's environment key): the MLflow
-store and run a job logs to, which the preloaded libraries read when a job logs, not when they are imported."""
+store and run a job logs to, which the preloaded libraries read when a job logs, not when they are imported, the
+stand-in's own settings, which its run reads, and the test pytest is running (a module's tests share its server)."""
 
 
 def serve_forks(path: str) -> int:
