@@ -29,8 +29,8 @@ $(STAMP): requirements/cpu.lock pyproject.toml requirements/pip_sources.py
 run: setup
 	$(SNAKEMAKE) --cores $(CORES)
 
-## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker, the long ones first:
-## tests/conftest.py); TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
+## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker);
+## TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup

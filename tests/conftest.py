@@ -25,29 +25,6 @@ if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", _threads)
 
 
-# The modules whose fixtures run a whole DAG or train for minutes. They are collected before the
-# rest, so that `make test`'s two workers (pytest-xdist, whole modules to a worker) start on them and finish together
-# instead of one worker starting the rehearsal when the other is nearly done.
-LONG_MODULES = (
-    "tests/test_rehearsal.py",
-    "tests/test_geoqa_recipes.py",
-    "tests/train/test_trainer.py",
-    "tests/train/test_learning.py",
-    "tests/test_workflow.py",
-    "tests/test_deepeyes_recipe.py",
-    "tests/verl_backend/test_verl_job.py",
-    "tests/test_launch.py",
-    "tests/verl_backend/test_verl_evaluation.py",
-    "tests/test_tracking.py",
-    "tests/test_forkserver.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONG_MODULES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def offline_caches(tmp_path_factory):
     """Hugging Face libraries stay offline and write their caches to a temp folder; the workflow's forkservers

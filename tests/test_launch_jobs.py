@@ -200,3 +200,51 @@ def test_an_inline_job_gets_none_of_the_local_heads_client_settings(tmp_path):
     head = {"RAY_ADDRESS": "http://127.0.0.1:20001", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/t/token",
             "CHARTRL_LOCAL_RAY_HEAD": str(tmp_path)}  # fmt: skip
     assert inline_job_sees(head) == dict.fromkeys(RAY_CLIENT_VARIABLES)
+
+
+class _BusyHead:
+    """Ray's job API as a loaded head answers it: a submission refused ``refusals`` times for want of a job agent
+    (Ray's status 500 text), or failing with ``error``; ``goes_through``: the refused submission went in anyway."""
+
+    def __init__(self, refusals=0, error=None, goes_through=False):
+        self.refusals, self.error, self.goes_through = refusals, error, goes_through
+        self.jobs, self.tries = [], 0
+
+    def list_jobs(self):
+        return list(self.jobs)
+
+    def submit_job(self, submission_id, **_):
+        from types import SimpleNamespace
+
+        self.tries += 1
+        if self.error:
+            raise RuntimeError(self.error)
+        if self.refusals:
+            self.refusals -= 1
+            if self.goes_through:
+                self.jobs.append(SimpleNamespace(submission_id=submission_id, status="RUNNING"))
+            raise RuntimeError(
+                "Request failed with status code 500: No available agent to submit job, please try again later.."
+            )
+        self.jobs.append(SimpleNamespace(submission_id=submission_id, status="PENDING"))
+        return submission_id
+
+
+@pytest.mark.parametrize(
+    "head, tries, retries, outcome",
+    [
+        (_BusyHead(refusals=2), 3, 2, "chartrl-train-e1"),  # tried again until an agent answers
+        (_BusyHead(refusals=1, goes_through=True), 1, 1, "chartrl-train-e1"),  # attached to, not submitted twice
+        (_BusyHead(refusals=9), 5, 4, "No available agent"),  # not for ever: Ray's own error, after 5 tries
+        (_BusyHead(error="Request failed with status code 400: bad runtime_env"), 1, 0, "bad runtime_env"),  # at once
+    ],
+)
+def test_a_submission_the_head_has_no_agent_for_is_tried_again(head, tries, retries, outcome, caplog):
+    launcher = RayJobLauncher(address="http://127.0.0.1:8265", environ={})
+    job = Job(("chartrl", "train"), "chartrl-train-e1", cwd=Path("/w"))
+    try:
+        result = launcher.submit_with_retries(head, job, pause_s=0)
+    except RuntimeError as err:
+        result = str(err)
+    assert outcome in result and head.tries == tries
+    assert len([r for r in caplog.records if "no job agent ready" in r.getMessage()]) == retries

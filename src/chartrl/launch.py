@@ -105,6 +105,11 @@ class InlineLauncher:
 LOCAL_HEAD_CLIENT_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
 """What the workflow sets besides RAY_ADDRESS for the clients of its local head (``ray_head.HeadState``)."""
 SIGNAL_EXIT = {signal.SIGTERM: 143, signal.SIGINT: 130}
+NO_AGENT = "No available agent to submit job"
+"""Ray's job API answers a submission with this (status 500, "please try again later") when the head's job agent
+did not answer within its 10 s: a head just started, or busy on a loaded machine. Nothing was submitted."""
+SUBMIT_TRIES, SUBMIT_PAUSE_S = 5, 5.0
+"""How often a submission that met :data:`NO_AGENT` is tried, and the pause before each new try."""
 
 
 def inline_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -271,7 +276,7 @@ class RayJobLauncher:
     def run(self, job: Job, out: TextIO = sys.stdout) -> int:
         job = self.checked(job)
         client = self.client()
-        sid = self.submit_or_attach(client, job)
+        sid = self.submit_with_retries(client, job)
 
         def on_signal(signum, _frame):
             if self._stop_signal is None:
@@ -287,6 +292,27 @@ class RayJobLauncher:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return self.exit_code(client, sid, status)
+
+    def submit_with_retries(self, client, job: Job, pause_s: float = SUBMIT_PAUSE_S) -> str:
+        """:meth:`submit_or_attach`, tried again while Ray answers that no job agent is available (:data:`NO_AGENT`);
+        each try first looks for the job, so a submission that went through after all is attached to, not doubled."""
+        attempt = 1
+        while True:
+            try:
+                return self.submit_or_attach(client, job)
+            except RuntimeError as err:
+                if NO_AGENT not in str(err) or attempt >= SUBMIT_TRIES:
+                    raise
+            attempt += 1
+            log.warning(
+                "%s: Ray's job API has no job agent ready on %s; trying again in %g s (try %d of %d)",
+                job.submission_id,
+                self.address,
+                pause_s,
+                attempt,
+                SUBMIT_TRIES,
+            )
+            time.sleep(pause_s)
 
     def submit_or_attach(self, client, job: Job) -> str:
         ours = {j.submission_id: _status(j.status) for j in self._jobs(client, job)}

@@ -104,10 +104,28 @@ def splits(synth_rows, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(warm_model_dir, splits, tmp_path_factory):
+def served(tmp_path_factory):
+    """The environment of the module's runs that neither kill nor stop a process: chartrl's forkserver on, as the
+    workflow runs its jobs, so that they fork from one server that imported torch and transformers once. The runs
+    that are killed or stopped run in processes of their own, and the tests of a served run killed start their own
+    server."""
+    from chartrl import forkserver
+
+    folder = tmp_path_factory.mktemp("served")
+    env = {**os.environ, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
+    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's name of the running test would key a server to each test
+    yield env
+    stop_forkservers(folder)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(warm_model_dir, splits, served, tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     result = subprocess.run(
-        _train_command(warm_model_dir, *splits, folder / "e6", folder / "mlflow.db"), capture_output=True, text=True
+        _train_command(warm_model_dir, *splits, folder / "e6", folder / "mlflow.db"),
+        capture_output=True,
+        text=True,
+        env=served,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return folder
@@ -176,7 +194,7 @@ def test_the_train_run_carries_its_splits_as_dataset_inputs(uninterrupted, split
 
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
-    uninterrupted, warm_model_dir, splits, tmp_path
+    uninterrupted, warm_model_dir, splits, served, tmp_path
 ):
     from mlflow.tracking import MlflowClient
 
@@ -190,7 +208,7 @@ def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
     os.killpg(process.pid, signal.SIGKILL)  # mid-run: after checkpoint 2, somewhere in step 3
     process.wait()
     assert not (out / "run.json").exists()
-    resumed = subprocess.run(command, capture_output=True, text=True)
+    resumed = subprocess.run(command, capture_output=True, text=True, env=served)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming e6 from checkpoint step_" in resumed.stderr
 
@@ -307,7 +325,7 @@ def test_a_stopped_run_exits_143_and_ends_its_mlflow_run_killed(warm_model_dir, 
 
 @pytest.mark.slow
 def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_checkpoints(
-    warm_model_dir, tiny_model_dir, splits, tmp_path
+    warm_model_dir, tiny_model_dir, splits, served, tmp_path
 ):
     """The warm start changed and Snakemake reruns the train job: the model folder is at the same path with other
     weights, so the finished run's checkpoints were not trained from it. The rerun sets them aside
@@ -320,13 +338,14 @@ def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_c
     model, out, db = tmp_path / "base", tmp_path / "e6", tmp_path / "mlflow.db"
     shutil.copytree(warm_model_dir, model)
     short = {**TRAIN, "steps": 2}
-    first = subprocess.run(_train_command(model, *splits, out, db, train_cfg=short), capture_output=True, text=True)
+    command = _train_command(model, *splits, out, db, train_cfg=short)
+    first = subprocess.run(command, capture_output=True, text=True, env=served)
     assert first.returncode == 0, first.stderr[-3000:]
     before = json.loads((out / "run.json").read_text())
 
     shutil.rmtree(model)
     shutil.copytree(tiny_model_dir, model)  # another starting model at the same path
-    rerun = subprocess.run(_train_command(model, *splits, out, db, train_cfg=short), capture_output=True, text=True)
+    rerun = subprocess.run(command, capture_output=True, text=True, env=served)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "resuming" not in rerun.stderr and "were trained from other inputs" in rerun.stderr
     after = json.loads((out / "run.json").read_text())
@@ -340,19 +359,19 @@ def test_a_rerun_on_a_changed_starting_model_trains_from_step_0_beside_the_old_c
 
 
 @pytest.mark.slow
-def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, tmp_path):
+def test_bad_settings_stop_before_the_first_rollout(tiny_model_dir, splits, served, tmp_path):
     cases = [
         ({**ROLLOUT, "n": 1}, TRAIN, "rollout.n = 1"),
         ({**ROLLOUT, "max_new_tokens": 2}, TRAIN, "rollout.max_new_tokens = 2"),
         (ROLLOUT, {**TRAIN, "prompts_per_step": 10_000}, "train.prompts_per_step = 10000"),
     ]
-    processes = []  # side by side: each is a process of its own that imports torch and transformers first
+    processes = []  # side by side
     for rollout, train, fragment in cases:
         spec = json.loads(_spec(train=train))
         spec["rollout"] = rollout
         command = _train_command(tiny_model_dir, *splits, tmp_path / "x", tmp_path / "db.db")
         command[command.index("--spec") + 1] = json.dumps(spec)
-        processes.append((subprocess.Popen(command, stderr=subprocess.PIPE, text=True), fragment))
+        processes.append((subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=served), fragment))
     for process, fragment in processes:
         stderr = process.communicate()[1]
         assert process.returncode == 2 and fragment in stderr, stderr[-2000:]

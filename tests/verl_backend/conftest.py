@@ -22,6 +22,15 @@ def gpu_config():
     return load_config([REPO / "config" / "gpu.yaml"], root=REPO)
 
 
+@pytest.fixture(scope="module")
+def standin_served():
+    """The module's stand-in runs fork from one preloaded stand-in server (``verl_standin.SERVED``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CHARTRL_FORKSERVER", "on")
+        patch.setenv("STANDIN_FORKSERVER", "on")
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _quiet_verl_tool_schema_print(capsys):
     """verl's BaseTool prints each tool schema on construction."""

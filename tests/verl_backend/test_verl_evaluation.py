@@ -24,15 +24,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def standin_served():
-    """The module's stand-in runs fork from one preloaded stand-in server (``verl_standin.SERVED``)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CHARTRL_FORKSERVER", "on")
-        patch.setenv("STANDIN_FORKSERVER", "on")
-        yield
-
-
-@pytest.fixture(scope="module")
 def trained(standin_served, synth_rows, tiny_model_dir, tmp_path_factory):
     """e10 (tools, Dr.GRPO) trained on the stand-in, in a working directory of its own: gpu.yaml, scaled to 4 steps
     with a checkpoint every 2, e13 evaluating step 2 (verl keeps 3, so all are there)."""

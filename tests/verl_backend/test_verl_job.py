@@ -17,6 +17,7 @@ from chartrl.verl_backend.job import VerlJobError, VerlTrainJob, run_train_job
 from chartrl.verl_backend.overrides import train_overrides
 
 STANDIN = (sys.executable, str(Path(__file__).with_name("verl_standin.py")))
+pytestmark = pytest.mark.usefixtures("standin_served")
 
 
 @pytest.fixture
