@@ -76,13 +76,19 @@ def dataset_from(section: dict, name: str = "d"):
     return parse_config(raw).datasets[name]
 
 
+def job_environment(**variables: str) -> dict[str, str]:
+    """This process's environment with ``variables``, for the workflow and ``chartrl`` runs a test starts, less
+    PYTEST_CURRENT_TEST: pytest names the running test there, a user's shell has no such variable, and the
+    forkservers (chartrl.forkserver) key their servers by the whole environment, so left in it would give each
+    test's runs preloaded servers of their own instead of those an earlier test's runs started."""
+    env = {**os.environ, **variables}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
     """Run the repository's workflow with ``workdir`` as working directory (results land there)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    # pytest names the running test in PYTEST_CURRENT_TEST. A user's shell has no such variable, and the workflow's
-    # forkservers (chartrl.forkserver) key their servers by the whole environment: left in, it would give each test's
-    # run preloaded servers of its own instead of those the previous test's run started.
-    env.pop("PYTEST_CURRENT_TEST", None)
+    env = job_environment(PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     cmd = [
         str(BIN / "snakemake"),
         "--snakefile",

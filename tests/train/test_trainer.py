@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, raw_default_config, stop_forkservers
+from conftest import BIN, job_environment, raw_default_config, stop_forkservers
 
 # A shaped reward whose length term varies with the response length, so the briefly warm-started policy's groups
 # are rarely degenerate and the steps really update.
@@ -109,12 +109,8 @@ def served(tmp_path_factory):
     workflow runs its jobs, so that they fork from one server that imported torch and transformers once. The runs
     that are killed or stopped run in processes of their own, and the tests of a served run killed start their own
     server."""
-    from chartrl import forkserver
-
     folder = tmp_path_factory.mktemp("served")
-    env = {**os.environ, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
-    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's name of the running test would key a server to each test
-    yield env
+    yield _served_environment(folder)
     stop_forkservers(folder)
 
 
@@ -239,12 +235,17 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _forkserver(tmp_path: Path) -> tuple[dict[str, str], Path, int]:
-    """An environment with the forkserver on, its socket folder, and the pid of its server (started and ready)."""
+def _served_environment(folder: Path) -> dict[str, str]:
+    """An environment with chartrl's forkserver on, its servers' sockets and logs in ``folder``."""
     from chartrl import forkserver
 
+    return job_environment(**{forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)})
+
+
+def _forkserver(tmp_path: Path) -> tuple[dict[str, str], Path, int]:
+    """An environment with the forkserver on, its socket folder, and the pid of its server (started and ready)."""
     folder = tmp_path / "fs"
-    env = {**os.environ, forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)}
+    env = _served_environment(folder)
     reward = ["reward", "--name", "v1_rule", "--response", "<answer>1</answer>", "--truth", "1"]
     subprocess.run([BIN / "chartrl", *reward], env=env, check=True, capture_output=True)  # starts the server
     deadline = time.monotonic() + 180
