@@ -124,7 +124,63 @@ def test_the_environment_key_covers_every_variable_but_those_set_per_process():
     per_process = {"PWD": "/y", "SHLVL": "2", "RAY_JOB_CONFIG_JSON_ENV_VAR": '{"metadata": {"job_name": "b"}}'}
     assert forkserver.environment_key(env) == forkserver.environment_key({**env, **per_process})
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "A": "2"})
-    assert forkserver.environment_key(env) != forkserver.environment_key({**env, "OMP_NUM_THREADS": "1"})
+    threads = {name: "3" for name in forkserver.THREAD_VARS}  # Snakemake's per-job threads: the job applies them
+    assert forkserver.environment_key(env) == forkserver.environment_key({**env, **threads})
+
+
+PROBE = """import json, sys
+from pathlib import Path
+
+def report(argv):
+    import torch
+    from threadpoolctl import threadpool_info
+
+    pools = {i["user_api"]: i["num_threads"] for i in threadpool_info() if i["user_api"] in ("openmp", "blas")}
+    print(json.dumps({"torch": torch.get_num_threads(), **pools}))
+    return 0
+
+def serve_forks(path):
+    from chartrl import forkserver
+
+    return forkserver.serve(Path(path), report, preload=("numpy", "torch", "threadpoolctl"))
+
+if __name__ == "__main__":
+    from chartrl import forkserver
+
+    command = (sys.executable, "-P", "-c", "import sys; sys.path.insert(0, %r); import probe; "
+               "sys.exit(probe.serve_forks(sys.argv[1]))" % str(Path(__file__).parent))
+    served = forkserver.delegate(sys.argv[1:], command, "probe-") if sys.argv[1:] == ["served"] else None
+    raise SystemExit(report(sys.argv[1:]) if served is None else served)
+"""
+
+
+def test_jobs_with_other_thread_counts_share_a_server_and_each_runs_with_its_own(tmp_path):
+    """Snakemake gives each job its rule's threads (OMP_NUM_THREADS and the BLAS variables): the jobs of a 1-thread
+    and a 2-thread rule fork from one server, and each has the torch, OpenMP and BLAS threads a process of its own
+    would have, whichever job started the server."""
+    (tmp_path / "probe.py").write_text(PROBE)
+    folder = Path(tempfile.mkdtemp(prefix="fs-"))
+    base = {k: v for k, v in os.environ.items() if k not in forkserver.THREAD_VARS}
+    base.update({forkserver.ENV: "on", forkserver.DIR_ENV: str(folder)})
+
+    def probe(threads: int | None, mode: str) -> dict:
+        env = {**base, **({name: str(threads) for name in forkserver.THREAD_VARS} if threads else {})}
+        done = subprocess.run(
+            [sys.executable, str(tmp_path / "probe.py"), mode], env=env, capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout)
+
+    try:
+        own = {threads: probe(threads, "alone") for threads in (2, 1, None)}
+        assert own[1] == {"torch": 1, "openmp": 1, "blas": 1} and own[2] == {"torch": 2, "openmp": 2, "blas": 2}
+        probe(2, "served")  # no server yet: this one runs in its own process and starts one (with 2 threads)
+        _wait_for(lambda: any("ready" in log.read_text() for log in folder.glob("*.log")), seconds=60)
+        for threads in (1, 2, None, 1):
+            assert probe(threads, "served") == own[threads], threads
+        logs = list(folder.glob("probe-*.log"))
+        assert len(logs) == 1 and logs[0].read_text().count("job ") == 4  # one server ran all four
+    finally:
+        stop_forkservers(folder)
 
 
 def test_a_server_of_other_jobs_has_a_socket_of_its_own_keyed_without_the_variables_named(monkeypatch):

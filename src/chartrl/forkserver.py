@@ -9,9 +9,10 @@ The forked job is the command as it would run on its own: the client's working f
 standard input, output and error (passed as file descriptors, so redirections and log files are the job's), and its
 exit status (``128 + N`` when killed by signal N, as a shell reports it). The job's Python code, chartrl's own
 included, is imported fresh in the forked process; only the third-party libraries of :data:`PRELOAD` come from the
-server. A server serves one environment: the variables (every one but those a shell sets per process), the
-interpreter, the installed packages' folder and the few chartrl modules the server itself imported are hashed into
-its socket's name, so a job with another environment gets another server.
+server. A server serves one environment: the variables (every one but those a shell sets per process and the
+thread counts Snakemake sets per job, which the job applies itself), the interpreter, the installed packages'
+folder and the few chartrl modules the server itself imported are hashed into its socket's name, so a job with
+another environment gets another server.
 
 What the client does for the job: it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the job's process and exits
 with the job's status. A job never outlives its supervisors: when the client goes away (killed), the server sends
@@ -71,10 +72,22 @@ PRELOAD = (
 )
 """Third-party modules the server imports before it forks: what the jobs' start-up spends its time on. Nothing of
 verl: importing it patches libraries, which a local-backend job must not inherit."""
-VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "RAY_JOB_CONFIG_JSON_ENV_VAR"})
-"""Variables set per process, not part of a server's environment key: those a shell sets, and the one Ray gives
-each job's driver (its submission id and runtime env, which ``ray.init`` in the job reads: the job gets its own,
-as it gets every variable of its client). All the Ray jobs of a local head otherwise share one environment."""
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+"""The thread counts Snakemake gives each job from its rule's ``threads``. A server imports its libraries without
+them and each forked job applies its own (:func:`_apply_thread_vars`), so the jobs of rules with different threads
+share one server."""
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "RAY_JOB_CONFIG_JSON_ENV_VAR", *THREAD_VARS})
+"""Variables set per process, not part of a server's environment key: those a shell sets, the thread counts a
+job applies itself, and the one Ray gives each job's driver (its submission id and runtime env, which ``ray.init``
+in the job reads: the job gets its own, as it gets every variable of its client). All the Ray jobs of a local head
+otherwise share one environment."""
 MAX_SOCKET_PATH = 107
 """The longest Unix socket path Linux takes (108 bytes with the terminating zero)."""
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -280,6 +293,8 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
     inode = os.stat(path).st_ino
     server_pid = os.getpid()
     starter = int(os.environ.pop(STARTER_ENV, "0") or 0)  # while it runs, its own job is one of this environment's
+    for name in THREAD_VARS:  # the libraries start as in a process without them; each job applies its own
+        os.environ.pop(name, None)
     started = time.monotonic()
     for name in preload:
         try:
@@ -482,6 +497,7 @@ def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> 
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     os.environ.clear()
     os.environ.update(request["env"])
+    _apply_thread_vars(os.environ)
     os.chdir(request["cwd"])
     os.umask(request["umask"])
     sys.argv = [request["argv0"], *request["argv"]]
@@ -501,6 +517,30 @@ def _run_job(request: dict, fds: list[int], job: Callable[[list[str]], int]) -> 
     except BaseException:  # noqa: BLE001 (what Python prints for an uncaught exception, and its status 1)
         traceback.print_exc()
         return 1
+
+
+def _positive(env, *names: str) -> int | None:
+    """The first of ``names`` set to a positive whole number, as the libraries read them."""
+    for name in names:
+        value = env.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def _apply_thread_vars(env) -> None:
+    """In a forked job: the thread counts of :data:`THREAD_VARS` that the preloaded libraries read when they were
+    loaded (OpenMP, which torch's intra-op threads follow, and the BLAS libraries), set as a process of the job's
+    own would have them. Libraries the server did not load read the variables themselves when the job loads them."""
+    omp = _positive(env, "OMP_NUM_THREADS")
+    blas = _positive(env, "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+    if omp is None and blas is None:
+        return
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits={api: n for api, n in (("openmp", omp), ("blas", blas)) if n is not None})
+    if omp is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(omp)
 
 
 def _exit(code: int) -> None:
