@@ -124,8 +124,10 @@ def test_the_environment_key_covers_every_variable_but_those_set_per_process():
     per_process = {"PWD": "/y", "SHLVL": "2", "RAY_JOB_CONFIG_JSON_ENV_VAR": '{"metadata": {"job_name": "b"}}'}
     assert forkserver.environment_key(env) == forkserver.environment_key({**env, **per_process})
     assert forkserver.environment_key(env) != forkserver.environment_key({**env, "A": "2"})
-    threads = {name: "3" for name in forkserver.THREAD_VARS}  # Snakemake's per-job threads: the job applies them
-    assert forkserver.environment_key(env) == forkserver.environment_key({**env, **threads})
+    # Snakemake's per-job threads: which of them are set is the environment's, their counts the job's
+    three, five = ({name: n for name in forkserver.THREAD_VARS} for n in ("3", "5"))
+    assert forkserver.environment_key({**env, **three}) == forkserver.environment_key({**env, **five})
+    assert forkserver.environment_key({**env, **three}) != forkserver.environment_key(env)
 
 
 PROBE = """import json, sys
@@ -157,7 +159,8 @@ if __name__ == "__main__":
 def test_jobs_with_other_thread_counts_share_a_server_and_each_runs_with_its_own(tmp_path):
     """Snakemake gives each job its rule's threads (OMP_NUM_THREADS and the BLAS variables): the jobs of a 1-thread
     and a 2-thread rule fork from one server, and each has the torch, OpenMP and BLAS threads a process of its own
-    would have, whichever job started the server."""
+    would have, whichever job started the server. A job without the variables gets a server of its own, with the
+    libraries' defaults."""
     (tmp_path / "probe.py").write_text(PROBE)
     folder = Path(tempfile.mkdtemp(prefix="fs-"))
     base = {k: v for k, v in os.environ.items() if k not in forkserver.THREAD_VARS}
@@ -173,12 +176,13 @@ def test_jobs_with_other_thread_counts_share_a_server_and_each_runs_with_its_own
     try:
         own = {threads: probe(threads, "alone") for threads in (2, 1, None)}
         assert own[1] == {"torch": 1, "openmp": 1, "blas": 1} and own[2] == {"torch": 2, "openmp": 2, "blas": 2}
-        probe(2, "served")  # no server yet: this one runs in its own process and starts one (with 2 threads)
-        _wait_for(lambda: any("ready" in log.read_text() for log in folder.glob("*.log")), seconds=60)
+        for threads in (2, None):  # no server yet: the job runs in its own process and starts one
+            assert probe(threads, "served") == own[threads]
+        _wait_for(lambda: sum("ready" in log.read_text() for log in folder.glob("probe-*.log")) == 2, seconds=60)
         for threads in (1, 2, None, 1):
             assert probe(threads, "served") == own[threads], threads
-        logs = list(folder.glob("probe-*.log"))
-        assert len(logs) == 1 and logs[0].read_text().count("job ") == 4  # one server ran all four
+        jobs = sorted(log.read_text().count("job ") for log in folder.glob("probe-*.log"))
+        assert jobs == [1, 3]  # one server ran the three jobs with thread counts, one the job without
     finally:
         stop_forkservers(folder)
 

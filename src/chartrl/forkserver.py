@@ -9,10 +9,10 @@ The forked job is the command as it would run on its own: the client's working f
 standard input, output and error (passed as file descriptors, so redirections and log files are the job's), and its
 exit status (``128 + N`` when killed by signal N, as a shell reports it). The job's Python code, chartrl's own
 included, is imported fresh in the forked process; only the third-party libraries of :data:`PRELOAD` come from the
-server. A server serves one environment: the variables (every one but those a shell sets per process and the
-thread counts Snakemake sets per job, which the job applies itself), the interpreter, the installed packages'
-folder and the few chartrl modules the server itself imported are hashed into its socket's name, so a job with
-another environment gets another server.
+server. A server serves one environment: the variables (every one but those a shell sets per process; of the
+thread counts Snakemake sets per job only which are set, as the job applies its own count), the interpreter, the
+installed packages' folder and the few chartrl modules the server itself imported are hashed into its socket's
+name, so a job with another environment gets another server.
 
 What the client does for the job: it forwards SIGTERM, SIGINT, SIGHUP and SIGQUIT to the job's process and exits
 with the job's status. A job never outlives its supervisors: when the client goes away (killed), the server sends
@@ -80,14 +80,13 @@ THREAD_VARS = (
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
 )
-"""The thread counts Snakemake gives each job from its rule's ``threads``. A server imports its libraries without
-them and each forked job applies its own (:func:`_apply_thread_vars`), so the jobs of rules with different threads
-share one server."""
-VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "RAY_JOB_CONFIG_JSON_ENV_VAR", *THREAD_VARS})
-"""Variables set per process, not part of a server's environment key: those a shell sets, the thread counts a
-job applies itself, and the one Ray gives each job's driver (its submission id and runtime env, which ``ray.init``
-in the job reads: the job gets its own, as it gets every variable of its client). All the Ray jobs of a local head
-otherwise share one environment."""
+"""The thread counts Snakemake gives each job from its rule's ``threads``. A server's key holds which of them are
+set, not their values: the server imports its libraries with each set one at 1, and a forked job that asks for
+more applies its own (:func:`_apply_thread_vars`), so the jobs of rules with different threads share one server."""
+VOLATILE = frozenset({"_", "PWD", "OLDPWD", "SHLVL", "RAY_JOB_CONFIG_JSON_ENV_VAR"})
+"""Variables set per process, not part of a server's environment key: those a shell sets, and the one Ray gives
+each job's driver (its submission id and runtime env, which ``ray.init`` in the job reads: the job gets its own,
+as it gets every variable of its client). All the Ray jobs of a local head otherwise share one environment."""
 MAX_SOCKET_PATH = 107
 """The longest Unix socket path Linux takes (108 bytes with the terminating zero)."""
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -125,7 +124,8 @@ def environment_key(env: dict[str, str] | None = None, volatile: frozenset[str] 
     modules imported so far (the client's: the same the server imports before its preloads)."""
     env = dict(os.environ) if env is None else env
     digest = hashlib.sha256()
-    digest.update(json.dumps(sorted((k, v) for k, v in env.items() if k not in volatile)).encode())
+    shared = {k: "set" if k in THREAD_VARS else v for k, v in env.items() if k not in volatile}
+    digest.update(json.dumps(sorted(shared.items())).encode())
     digest.update(f"{sys.executable}\0{sys.version}".encode())
     purelib = Path(sysconfig.get_paths()["purelib"])
     digest.update(f"{purelib}\0{purelib.stat().st_mtime_ns}".encode())
@@ -293,8 +293,9 @@ def serve(path: Path, job: Callable[[list[str]], int], idle_s: float = IDLE_S, p
     inode = os.stat(path).st_ino
     server_pid = os.getpid()
     starter = int(os.environ.pop(STARTER_ENV, "0") or 0)  # while it runs, its own job is one of this environment's
-    for name in THREAD_VARS:  # the libraries start as in a process without them; each job applies its own
-        os.environ.pop(name, None)
+    for name in THREAD_VARS:  # the libraries start on one thread; a job that asks for more applies its own
+        if name in os.environ:
+            os.environ[name] = "1"
     started = time.monotonic()
     for name in preload:
         try:
@@ -530,17 +531,20 @@ def _positive(env, *names: str) -> int | None:
 
 def _apply_thread_vars(env) -> None:
     """In a forked job: the thread counts of :data:`THREAD_VARS` that the preloaded libraries read when they were
-    loaded (OpenMP, which torch's intra-op threads follow, and the BLAS libraries), set as a process of the job's
-    own would have them. Libraries the server did not load read the variables themselves when the job loads them."""
+    loaded (OpenMP, which torch's intra-op threads follow, and OpenBLAS), as a process of the job's own would have
+    them. The server loaded them at 1 thread wherever a variable was set (the jobs of one server set the same
+    variables), so only a count above 1 is applied; libraries the server did not load read the variables
+    themselves when the job loads them."""
     omp = _positive(env, "OMP_NUM_THREADS")
-    blas = _positive(env, "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
-    if omp is None and blas is None:
+    blas = _positive(env, "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    limits = {api: n for api, n in (("openmp", omp), ("blas", blas)) if n is not None and n > 1}
+    if not limits:
         return
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(limits={api: n for api, n in (("openmp", omp), ("blas", blas)) if n is not None})
-    if omp is not None and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(omp)
+    threadpool_limits(limits=limits)
+    if "openmp" in limits and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(limits["openmp"])
 
 
 def _exit(code: int) -> None:
