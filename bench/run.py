@@ -26,6 +26,7 @@ MODULES = (
     "bench_rollout",
     "bench_kv_reuse",
     "bench_cache",
+    "bench_vision",
     "bench_train",
     "bench_learning",
     "bench_precision",

@@ -1,7 +1,8 @@
 """Token sequences with images -> the padded tensors a Qwen2.5-VL forward or ``generate`` takes.
 
 A sequence's ``<|image_pad|>`` runs must match its images in order and size; the images' pixel values are
-computed once per distinct image object (the n samples of a prompt share one chart).
+computed once per distinct image object (the n samples of a prompt share one chart), and the vision tower runs once
+per distinct image where no gradient is recorded (chartrl.model.vision).
 """
 
 from __future__ import annotations

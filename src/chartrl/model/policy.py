@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chartrl.model.vision import share_image_features
 from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def load_policy(path: str | Path, *, threads: int | None = None, train: bool = F
     else:
         model = AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32)
     model.train(train)
+    share_image_features(model)
     builder = create_continuous_token_builder(
         processor.tokenizer, processor=processor, hf_model_type=model.config.model_type
     )
