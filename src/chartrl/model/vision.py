@@ -5,8 +5,9 @@ chart, so the same chart reaches Qwen2.5-VL's vision tower several times in one 
 an image depends on that image alone (its attention windows and positions are per image), so computing it once
 and handing the same features to every copy changes nothing but the time.
 
-This is done only where no gradient is recorded (generation, evaluation): the features there are the same to the
-bit as the tower's on the whole batch. Under autograd the tower still runs on every copy, because the gradient of
+This is done only where no gradient is recorded (generation, evaluation). On the CPU the features are then the same
+to the bit as the tower's on the whole batch (tested; a GPU's matrix kernels may round a smaller batch otherwise,
+as they may for any change of batch size). Under autograd the tower still runs on every copy, because the gradient of
 features shared by several copies is summed in another order than the tower's own backward pass sums them, and
 the trained weights would differ from the undeduplicated pass in their last bits.
 """
