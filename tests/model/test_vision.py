@@ -37,11 +37,10 @@ def _tower_images(model) -> list[int]:
 
 def test_distinct_images_are_found_by_their_pixels():
     a, b = torch.arange(8.0).reshape(4, 2), torch.ones(4, 2)
-    grid = torch.tensor([[1, 2, 2]] * 5)
-    unique, source = distinct_images(torch.cat([a, b, a.clone(), a, b]), grid)
+    unique, source = distinct_images([a, b, a.clone(), a, b], [[1, 2, 2]] * 5)
     assert (unique, source) == ([0, 1], [0, 1, 0, 0, 1])
-    other_grid = torch.tensor([[1, 2, 2], [1, 1, 4]])  # same pixels, another shape: not the same image
-    assert distinct_images(torch.cat([a, a]), other_grid) == ([0, 1], [0, 1])
+    other_grid = [[1, 2, 2], [1, 1, 4]]  # same pixels, another shape: not the same image
+    assert distinct_images([a, a], other_grid) == ([0, 1], [0, 1])
 
 
 def test_without_gradient_the_tower_sees_each_chart_once_and_the_logits_are_the_same(tiny_model_dir, batch_of_copies):

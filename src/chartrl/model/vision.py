@@ -17,16 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 
-def distinct_images(pixel_values, grid_thw) -> tuple[list[int], list[int]]:
+def distinct_images(chunks, grids) -> tuple[list[int], list[int]]:
     """``(unique, source)``: the indices of the first copy of each distinct image, and for every image the index of
-    its first copy. Images are the consecutive runs of ``grid_thw.prod(-1)`` patch rows of ``pixel_values``; two
-    are the same when their grids and their pixels are equal."""
+    its first copy. ``chunks`` are the images' patch rows (``pixel_values`` split by ``grid_thw.prod(-1)``),
+    ``grids`` their ``(t, h, w)``; two images are the same when their grids and their pixels are equal."""
     import torch
 
-    chunks = torch.split(pixel_values, grid_thw.prod(-1).tolist())
     firsts: dict[tuple[int, ...], list[int]] = {}
     source: list[int] = []
-    for index, (chunk, grid) in enumerate(zip(chunks, grid_thw.tolist(), strict=True)):
+    for index, (chunk, grid) in enumerate(zip(chunks, grids, strict=True)):
         candidates = firsts.setdefault(tuple(grid), [])
         match = next((first for first in candidates if torch.equal(chunks[first], chunk)), None)
         if match is None:
@@ -64,10 +63,10 @@ class _SharedImageFeatures:
         compute = super().get_image_features
         if image_grid_thw is None or torch.is_grad_enabled() or len(image_grid_thw) < 2:
             return compute(pixel_values, image_grid_thw, **kwargs)
-        unique, source = distinct_images(pixel_values, image_grid_thw)
+        chunks = torch.split(pixel_values, image_grid_thw.prod(-1).tolist())
+        unique, source = distinct_images(chunks, image_grid_thw.tolist())
         if len(unique) == len(source):
             return compute(pixel_values, image_grid_thw, **kwargs)
-        chunks = torch.split(pixel_values, image_grid_thw.prod(-1).tolist())
         outputs = compute(torch.cat([chunks[i] for i in unique]), image_grid_thw[unique], **kwargs)
         features = dict(zip(unique, outputs.pooler_output, strict=True))
         outputs.pooler_output = tuple(features[first] for first in source)  # the only field the model reads
