@@ -10,39 +10,9 @@ from __future__ import annotations
 
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from common import summary
-
-
-def _rollout(policy, config, rows, *, greedy: bool, seed: int):
-    import torch
-
-    from chartrl.rollout.episodes import run_episodes
-    from chartrl.rollout.sampling import SamplingParams
-
-    params = SamplingParams(
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-        max_new_tokens=config.rollout.max_new_tokens,
-        greedy=greedy,
-    )
-    torch.manual_seed(seed)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    episodes = run_episodes(
-        policy,
-        rows,
-        with_tools=True,
-        n=1 if greedy else config.rollout.n,
-        params=params,
-        prompt_config=config.prompts,
-        tools=config.tools,
-        batch_size=config.rollout.batch_size,
-    )
-    tokens = sum(e.sampled_tokens for e in episodes)
-    outcome = [(e.response_ids, e.response_logprobs) for e in episodes]
-    return time.process_time() - cpu_started, time.perf_counter() - started, tokens, outcome
+from common import paired_rollouts, same_outcomes, summary
 
 
 def sections(args) -> list[str]:
@@ -60,16 +30,18 @@ def sections(args) -> list[str]:
         return DynamicCache(ddp_cache_data=data, config=config)
 
     kinds = {"dynamic": ("transformers DynamicCache (concatenates)", dynamic), "appending": ("appending", appending)}
-    runs: dict[tuple[str, bool], list] = {(kind, greedy): [] for kind in kinds for greedy in (False, True)}
     with tempfile.TemporaryDirectory() as workdir:
         config, policy, rows, which = _policy_and_rows(Path(workdir))
         rows = rows[:16]
         try:
-            for repeat in range(args.repeats):
-                for greedy in (False, True):
-                    for kind, (_, make) in kinds.items():
-                        cache.appending_cache = make
-                        runs[kind, greedy].append(_rollout(policy, config, rows, greedy=greedy, seed=repeat))
+            runs = paired_rollouts(
+                policy,
+                config,
+                rows,
+                kinds,
+                lambda kind: setattr(cache, "appending_cache", kinds[kind][1]),
+                args.repeats,
+            )
         finally:
             cache.appending_cache = appending
 
@@ -97,11 +69,7 @@ def sections(args) -> list[str]:
             mode = "greedy" if greedy else "sampled"
             lines.append(f"| {mode} | {label} | {summary(cpu_ms, '')} | {summary(wall_ms, '')} | {tokens} |")
         ratios[greedy] = per_token["dynamic"] / per_token["appending"]
-    same = all(
-        a[3] == b[3]
-        for greedy in (False, True)
-        for a, b in zip(runs["appending", greedy], runs["dynamic", greedy], strict=True)
-    )
+    same = same_outcomes(runs, "appending", "dynamic")
     lines += [
         "",
         f"DynamicCache / appending CPU time per sampled token (median): **{ratios[False]:.2f}x** sampled, "

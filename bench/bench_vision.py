@@ -13,9 +13,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_cache import _rollout
-
-from common import summary
+from common import paired_rollouts, same_outcomes, summary
 
 
 def sections(args) -> list[str]:
@@ -31,13 +29,15 @@ def sections(args) -> list[str]:
         shared_class = type(inner.model)
         every_class = shared_class.__mro__[2]  # the transformers class the sharing mixin sits before
         kinds = {"every": ("tower on every copy", every_class), "shared": ("once per distinct image", shared_class)}
-        runs: dict[tuple[str, bool], list] = {(kind, greedy): [] for kind in kinds for greedy in (False, True)}
         try:
-            for repeat in range(args.repeats):
-                for greedy in (False, True):
-                    for kind, (_, cls) in kinds.items():
-                        inner.model.__class__ = cls
-                        runs[kind, greedy].append(_rollout(policy, config, rows, greedy=greedy, seed=repeat))
+            runs = paired_rollouts(
+                policy,
+                config,
+                rows,
+                kinds,
+                lambda kind: setattr(inner.model, "__class__", kinds[kind][1]),
+                args.repeats,
+            )
         finally:
             inner.model.__class__ = shared_class
     charts = len({row.images[0] for row in rows})
@@ -63,11 +63,7 @@ def sections(args) -> list[str]:
         ratios[greedy] = statistics.median(r[0] for r in runs["every", greedy]) / statistics.median(
             r[0] for r in runs["shared", greedy]
         )
-    same = all(
-        a[3] == b[3]
-        for greedy in (False, True)
-        for a, b in zip(runs["every", greedy], runs["shared", greedy], strict=True)
-    )
+    same = same_outcomes(runs, "every", "shared")
     lines += [
         "",
         f"Every copy / once per distinct image, CPU time per rollout (median): **{ratios[False]:.2f}x** sampled, "
