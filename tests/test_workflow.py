@@ -75,6 +75,18 @@ def test_dry_run_and_lint_pass_for_every_config(tmp_path, overlay):
     assert "Congratulations" in lint.stdout + lint.stderr
 
 
+def test_a_local_config_with_model_path_trains_every_series_from_that_model(tmp_path):
+    """model.path on the local backend (a pretrained model in place of the tiny one): each train job's command
+    names it, quoted, and no job builds, warm-starts or checks the tiny model."""
+    overlay = tmp_path / "model_path.yaml"
+    overlay.write_text('model: {path: "models/a pretrained VLM"}\n')
+    dry = snakemake(tmp_path, "-n", "-p", "--configfile", SMOKE, str(overlay))
+    commands = [line for line in dry.stdout.splitlines() if "chartrl train " in line]
+    assert len(commands) == len(TRAIN_SERIES)
+    assert all("--model 'models/a pretrained VLM' --train " in command for command in commands), commands[0]
+    assert not {rule for rule, _ in _planned_jobs(dry.stdout)} & {"base_model", "warmstart", "warmstart_check"}
+
+
 def test_the_longest_jobs_go_first_tool_series_then_baselines_then_evaluation(tmp_path):
     """Snakemake runs ready jobs by priority: a tool series' training (two rollout passes) before a baseline's,
     both before every evaluation job, so that a long training never starts last beside an idle core."""

@@ -104,7 +104,7 @@ def train_shell():
     if VERL:
         command = "chartrl verl train --spec {params.spec:q}"
     else:
-        command = "chartrl train --spec {params.spec:q} --model {input.model:q}"
+        command = f"chartrl train --spec {{params.spec:q}} --model {policy_model_argument()}"
     overrides = " -- {params.overrides}" if VERL else ""
     return (
         f"{{params.launch}} {command} --train {{input.train:q}} --val {{input.val:q}} --out {{params.out}}"
