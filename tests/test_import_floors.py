@@ -27,8 +27,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "chartrl"
 FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor)
     for floor in (
-        # forkserver, installation: the standard library only; threads: and torch
-        {"errors", "files", "progress", "prompts", "forkserver", "installation", "threads"},
+        # forkserver, installation, fingerprint: the standard library only; threads: and torch
+        {"errors", "files", "progress", "prompts", "forkserver", "installation", "threads", "fingerprint"},
         {"config"},  # a package: schema, sections, checks (source and backend checks register from their own code)
         {"data", "answers", "tracking", "launch", "ray_head"},  # answers: extraction and relaxed accuracy
         {"tools", "judge"},
