@@ -213,7 +213,9 @@ def bench_judge_throughput(n_items: int, repeats: int, latency_s: float = 0.05) 
     realistic one (1 s, a hosted judge model) with 32 and 128 concurrent requests."""
     import os
 
-    from chartrl.judge import JudgeItem, OpenAIJudge, VerdictCache, judge_batch
+    from chartrl.judge import JudgeItem, judge_batch
+    from chartrl.judge.cache import VerdictCache
+    from chartrl.judge.openai_judge import OpenAIJudge
 
     os.environ.setdefault("CHARTRL_BENCH_JUDGE_KEY", "EMPTY")
     header = [

@@ -19,7 +19,7 @@ from chartrl.config import ConfigError, load_config
 from chartrl.data.geometry import FIXTURES, write_geometry
 from chartrl.data.geoqa import subsample_indices
 from chartrl.rewards import RewardInput, get_scorer
-from chartrl.rewards.combine import R1V_FORMAT, r1v_format
+from chartrl.rewards.definitions.r1v import R1V_FORMAT, r1v_format
 
 from conftest import REPO, dataset_from, snakemake
 

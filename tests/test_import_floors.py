@@ -6,7 +6,7 @@ Between packages: a package may import its own modules, and the packages of a lo
 long as that makes no circle. A new top-level module or package has to be given a floor in ``FLOORS``.
 
 Inside a package: its modules stand on floors of their own (``MODULE_FLOORS``, from the bottom up; a folder of
-modules inside it, such as ``rewards/extra``, stands on one floor with all its modules), and the same rule holds: a
+modules inside it, such as ``rewards/definitions``, stands on one floor with all its modules), and the same rule holds: a
 module imports modules of its package on a lower floor, or on its own floor without a circle. The package's
 ``__init__`` stands above them all (it may hand their names on; none of them imports it). A new module has to be
 given a floor there (a module added to such a folder has its folder's).
@@ -73,7 +73,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "collect panels",  # every section's numbers, every section's panels
         "build",  # the page
     ),
-    "rewards": _floors("inputs symbolic terms", "registry", "combine scorers", "extra"),  # extra: a folder
+    "rewards": _floors("inputs symbolic terms", "registry", "shaping scorers", "definitions"),  # definitions: a folder
     "rollout": _floors("cache checks conversation statistics", "kv_reuse generations", "sampling", "episodes"),
     "tools": _floors(
         "boxes calls observations pixels",

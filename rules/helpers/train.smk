@@ -1,8 +1,8 @@
 # The train stage's helpers (rules/train.smk): a train job's spec, launch prefix, folder and command (for a series'
 # main run and its extra seeds alike), the targets.
-# rewards/extra/ holds rewards in modules of their own: each is code of the train jobs whose reward it defines only
+# rewards/definitions/ holds each reward in a module of its own: code of the train jobs whose reward it defines only
 # (train_code), so adding a reward there reruns no other series.
-EXTRA_REWARDS = str(PACKAGE_DIR / "rewards" / "extra") + "/"
+EXTRA_REWARDS = str(PACKAGE_DIR / "rewards" / "definitions") + "/"
 TRAIN_CODE = MODEL_CODE + [
     path
     for path in package_sources("train", "rewards", "judge", "launch.py")
@@ -14,11 +14,12 @@ TRAIN_SERIES = [s.id for s in CFG.train_series]
 
 
 def train_code(wildcards):
-    """The source files a train job depends on: the shared code, and its reward's own module when that is one of
-    rewards/extra/ (chartrl.rewards.reward_sources)."""
-    from chartrl.rewards import reward_sources
+    """The source files a train job depends on: the shared code, and its reward's own module
+    (chartrl.rewards.reward_module)."""
+    from chartrl.rewards import reward_module
 
-    return TRAIN_CODE + reward_sources(CFG.series[wildcards.series].reward.name)
+    defined = sys.modules[reward_module(CFG.series[wildcards.series].reward.name)]
+    return TRAIN_CODE + [str(defined.__file__)]
 
 
 def reward_judges(reward):

@@ -11,15 +11,9 @@ import pytest
 
 from chartrl import tracking
 from chartrl.config import MlflowSettings
-from chartrl.judge import (
-    JudgeConfigError,
-    JudgeItem,
-    JudgeUnavailable,
-    OpenAIJudge,
-    VerdictCache,
-    judge_batch,
-    log_judge_usage,
-)
+from chartrl.judge import JudgeConfigError, JudgeItem, JudgeUnavailable, judge_batch, log_judge_usage
+from chartrl.judge.cache import VerdictCache
+from chartrl.judge.openai_judge import OpenAIJudge
 
 from judge_server import FakeJudgeServer
 

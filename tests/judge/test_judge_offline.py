@@ -10,18 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chartrl.config import load_config
-from chartrl.judge import (
-    JudgeItem,
-    JudgePanel,
-    ReferenceJudge,
-    Verdict,
-    answers_equivalent,
-    build_judge,
-    build_panel,
-    judge_batch,
-)
-from chartrl.judge.panel import majority, mean
+from chartrl.judge import JudgeItem, Verdict, build_judge, build_panel, judge_batch
+from chartrl.judge.panel import JudgePanel, majority, mean
 from chartrl.judge.prompt import NEUTRALISED_TAG, judge_prompt, template_digest
+from chartrl.judge.reference import ReferenceJudge, answers_equivalent
 from chartrl.judge.verdict import parse_verdict
 
 from conftest import REPO

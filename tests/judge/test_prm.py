@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from chartrl.judge import VerdictCache, judge_batch
+from chartrl.judge import judge_batch
+from chartrl.judge.cache import VerdictCache
 from chartrl.judge.prm import OpenAIScorer, ScoreItem, parse_score
 
 from judge_server import FakeScorerServer
@@ -126,7 +127,8 @@ def test_a_reply_that_never_gives_a_score_is_a_counted_failure(tmp_path):
 
 
 def test_a_judge_verdict_and_a_score_never_share_a_cache_entry():
-    from chartrl.judge import JudgeItem, OpenAIJudge
+    from chartrl.judge import JudgeItem
+    from chartrl.judge.openai_judge import OpenAIJudge
 
     judge = OpenAIJudge("judge", base_url="http://h/v1", model="m", api_key_env=KEY_ENV)
     scorer = OpenAIScorer("rerank_scorer", base_url="http://h/v1", model="m", api_key_env=KEY_ENV)

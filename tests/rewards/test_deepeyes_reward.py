@@ -8,7 +8,7 @@ import pytest
 
 from chartrl.config import JudgeConfig
 from chartrl.rewards import RewardInput, build_reward
-from chartrl.rewards.combine import deepeyes_format_error
+from chartrl.rewards.definitions.deepeyes import deepeyes_format_error
 from chartrl.rewards.registry import bounds
 
 from judge_server import FakeJudgeServer

@@ -9,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chartrl.config import ConfigError, config_schema, parse_reward_spec
-from chartrl.judge import JudgePanel, ReferenceJudge
+from chartrl.judge.panel import JudgePanel
+from chartrl.judge.reference import ReferenceJudge
 from chartrl.rewards import PARTS, REWARDS, RewardInput, bounds, get_reward
-from chartrl.rewards import combine as combine_module
+from chartrl.rewards.definitions import r1v as r1v_module
+from chartrl.rewards.definitions import v3 as v3_module
 from chartrl.rewards.registry import accuracy_signal
 
 from judge_server import FailingJudge
@@ -387,8 +389,8 @@ def test_v3_is_monotone_in_a_fractional_accuracy(params, shape, fields, a, b):
     item = RewardInput(shape.replace("{}", "42"), "42", **fields)
     low, high = sorted([a, b])
     assert (
-        combine_module.v3_gra(low, item, params)["overall"]
-        <= combine_module.v3_gra(high, item, params)["overall"] + 1e-12
+        v3_module.v3_gra(low, item, params)["overall"]
+        <= v3_module.v3_gra(high, item, params)["overall"] + 1e-12
     )
 
 
@@ -458,7 +460,7 @@ def test_a_zero_delta_switches_its_term_off_exactly(name, delta, params, accurac
 )
 def test_r1v_format_gives_easyr1s_verdict(response):
     # the linear check agrees with EasyR1's regex on every arrangement of its tags, whitespace and text
-    assert combine_module.r1v_format(response) == float(bool(combine_module.R1V_FORMAT.fullmatch(response)))
+    assert r1v_module.r1v_format(response) == float(bool(r1v_module.R1V_FORMAT.fullmatch(response)))
 
 
 def test_r1v_format_is_linear():
@@ -467,5 +469,5 @@ def test_r1v_format_is_linear():
 
     response = "<think>" + "</think>x<answer>" * 20_000 + "</answer>"
     start = time.perf_counter()
-    assert combine_module.r1v_format(response) == 0.0
+    assert r1v_module.r1v_format(response) == 0.0
     assert time.perf_counter() - start < 0.5

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chartrl.config import load_config
-from chartrl.judge import ReferenceJudge, build_panel
+from chartrl.judge import build_panel
+from chartrl.judge.reference import ReferenceJudge
 from chartrl.rewards import SCORERS, RewardInput, get_scorer
 
 from conftest import REPO

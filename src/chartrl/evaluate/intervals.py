@@ -14,11 +14,12 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import bootstrap
 
 
 def _resample(data: tuple[np.ndarray, ...], statistic, *, samples: int, confidence: float, seed: int, vectorized: bool):
     """scipy's bootstrap over the questions (the rows of ``data``, paired), percentile method."""
+    from scipy.stats import bootstrap
+
     return bootstrap(
         data,
         statistic,

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 from chartrl.answers import DEFAULT_YEAR_RULE
 from chartrl.config import JudgeConfig
 from chartrl.errors import ChartrlError
-from chartrl.rewards import RewardInput, get_scorer
+from chartrl.judge import judge_for_accuracy
+from chartrl.rewards import SCORERS, RewardInput, get_scorer
 
 
 class TooManyJudgeFailures(ChartrlError):
@@ -19,8 +20,8 @@ class TooManyJudgeFailures(ChartrlError):
     allows; the message names the endpoint."""
 
 
-# which judge a scorer needs: none for the rule and the recipes' scorers (r1v, multiple_choice grade their own)
-SCORER_JUDGES = {"rule": "rule", "judge": "judge", "panel": "panel", "r1v": "rule", "multiple_choice": "rule"}
+SCORER_JUDGES = {name: scorer.judge for name, scorer in SCORERS.items()}
+"""Which judge a scorer needs: none (``rule``) for the rule and the recipes' scorers, which grade their own."""
 
 
 def reward_inputs(generations: Path) -> list[RewardInput]:
@@ -48,8 +49,6 @@ def score_generations(
 ) -> tuple[dict[str, Any], Any]:
     """The scorer's output (aggregate + per-item verdicts; the aggregate records ``year_rule``) and the judge it
     used (None for rule)."""
-    from chartrl.judge import judge_for_accuracy
-
     judge = judge_for_accuracy(SCORER_JUDGES[scorer], judge_config)
     result = get_scorer(scorer)(reward_inputs(generations), judge, year_rule)
     result["aggregate"]["generations"] = str(generations)

@@ -24,9 +24,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from chartrl.judge.base import (
     LENGTH_LIMIT_VERDICT,
@@ -41,14 +39,28 @@ from chartrl.judge.cache import VerdictCache, cache_key
 from chartrl.judge.prompt import judge_prompt, template_digest
 from chartrl.judge.verdict import parse_verdict
 
+if TYPE_CHECKING:
+    import openai
+
 log = logging.getLogger(__name__)
 
 KIND = "LLM judge"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
-TRANSIENT_ERRORS = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
-"""APIConnectionError includes APITimeoutError; InternalServerError is every 5xx."""
-MALFORMED_BODY_ERRORS = (json.JSONDecodeError, openai.APIResponseValidationError)
-"""A 200 whose body is not a chat completion (truncated JSON): retried like an unreadable reply."""
+
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    """APIConnectionError includes APITimeoutError; InternalServerError is every 5xx."""
+    import openai
+
+    return (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+
+
+def malformed_body_errors() -> tuple[type[Exception], ...]:
+    """A 200 whose body is not a chat completion (truncated JSON): retried like an unreadable reply."""
+    import openai
+
+    return (json.JSONDecodeError, openai.APIResponseValidationError)
+
 DETAIL_CHARS = 300
 
 
@@ -163,6 +175,8 @@ class OpenAIJudge:
         return results  # type: ignore[return-value]  # every slot is filled above
 
     async def _ask_all(self, unique: dict[str, JudgeItem]) -> dict[str, Verdict]:
+        import openai
+
         api_key = os.environ.get(self.api_key_env)
         if api_key is None:
             raise JudgeConfigError(
@@ -214,6 +228,8 @@ class OpenAIJudge:
         """One request, classified: ``scored`` (a verdict read by :meth:`_read`), ``unreadable`` (retry, then a
         failure), ``transient`` (retry, then JudgeUnavailable), ``refused`` (JudgeUnavailable now),
         ``json_rejected``."""
+        import openai
+
         use_json = self._json_supported
         try:
             reply = await self._request(client, self._messages(item, use_json), use_json)
@@ -223,10 +239,10 @@ class OpenAIJudge:
                 self._json_supported = False
                 return _Outcome("json_rejected", error=err)
             return _Outcome("refused", error=err)
-        except MALFORMED_BODY_ERRORS as err:
+        except malformed_body_errors() as err:
             self.usage.unparseable += 1
             return _Outcome("unreadable", reply=f"malformed response body ({type(err).__name__})", error=err)
-        except TRANSIENT_ERRORS as err:
+        except transient_errors() as err:
             return _Outcome("transient", error=err)
         except openai.APIStatusError as err:
             return _Outcome("transient" if err.status_code in RETRYABLE_STATUS else "refused", error=err)

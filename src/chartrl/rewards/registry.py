@@ -1,5 +1,5 @@
 """The reward registry: one name -> one definition, registered by decorating the reward's function with
-:func:`register_reward` (``chartrl.rewards.combine``), and :func:`get_reward` to build a callable reward from a
+:func:`register_reward` (in a module of ``chartrl.rewards.definitions``), and :func:`get_reward` to build a callable reward from a
 name and its params (validated, defaults filled, by the config schema's reward definition).
 
 A reward is called on a batch (``reward(list_of_RewardInput) -> list[dict]``): rule rewards score item by
@@ -21,7 +21,7 @@ from typing import Any
 
 from chartrl.answers import DEFAULT_YEAR_RULE, answer_accuracy, extract_answer
 from chartrl.config import JudgeConfig, parse_reward_spec
-from chartrl.judge.base import Judge, JudgeItem, Verdict, judge_batch
+from chartrl.judge import Judge, JudgeItem, Verdict, judge_batch, judge_for_accuracy
 from chartrl.rewards.inputs import RewardInput
 
 Bounds = Callable[[Mapping[str, Any]], tuple[float, float]]
@@ -67,7 +67,7 @@ class RewardDefinition:
 
     @property
     def module(self) -> str:
-        """The module that defines the reward (``chartrl.rewards.combine``, or one of ``chartrl.rewards.extra``)."""
+        """The module that defines the reward (one of ``chartrl.rewards.definitions``)."""
         return self.combine.__module__
 
     def accuracy_signal(self, params: Mapping[str, Any]) -> str:
@@ -104,19 +104,13 @@ def register_reward(
     return register
 
 
-EXTRA_PACKAGE = "chartrl.rewards.extra"
-"""Where a reward in a module of its own lives (``src/chartrl/rewards/extra/<module>.py``, imported with
-``chartrl.rewards``): its module is code of the train jobs whose reward it defines only (:func:`reward_sources`)."""
-
-
-def reward_sources(name: str) -> list[str]:
-    """The source files a train job with reward ``name`` depends on beyond the shared reward code (``rewards/``
-    without ``rewards/extra/``): the reward's own module when it is one of ``chartrl.rewards.extra``, else none.
-    Adding such a module therefore reruns no other series' training."""
-    import sys
-
-    module = REWARDS[name].module
-    return [str(sys.modules[module].__file__)] if module.startswith(EXTRA_PACKAGE + ".") else []
+def reward_module(name: str) -> str:
+    """The module that defines reward ``name``: the code a job training with it, or scoring with a scorer built
+    on it, runs beyond the registry (the registry imports every definition by name, which the import walk of
+    ``chartrl.fingerprint`` does not follow). So changing one reward reruns only the jobs that use it."""
+    if name not in REWARDS:
+        raise KeyError(f"unknown reward {name!r}; valid rewards: {', '.join(reward_names())}")
+    return REWARDS[name].module
 
 
 def bounds(name: str, params: Mapping[str, Any]) -> tuple[float, float]:
@@ -228,8 +222,6 @@ def accuracy_signal(name: str, params: Mapping[str, Any] | None = None) -> str:
 def build_reward(name: str, params: Mapping[str, Any] | None, judge_config: JudgeConfig) -> Reward:
     """The reward with the judge it needs built from the ``judge:`` config (the single judge for ``judge``, the
     panel for ``panel``, none otherwise): what the train and score stages, the CLI and verl workers call."""
-    from chartrl.judge import judge_for_accuracy
-
     signal = accuracy_signal(name, params)
     judge = judge_for_accuracy(signal, judge_config) if signal in ("judge", "panel") else None
     return get_reward(name, params, judge=judge)

@@ -29,16 +29,14 @@ A scorer takes the scored items (one :class:`RewardInput` per generation) and re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from chartrl.answers import DEFAULT_YEAR_RULE, extract_answer, extract_choice
 from chartrl.judge.base import Judge
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Reward, get_reward
-
-Scorer = Callable[..., dict[str, Any]]
-
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
@@ -128,53 +126,54 @@ def _score(scorer: str, reward: Reward, items: Sequence[RewardInput]) -> dict[st
     return {"aggregate": summary, "items": scored}
 
 
-def score_rule(
-    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
-) -> dict[str, Any]:
-    """Relaxed accuracy (the v1_rule reward) under ``year_rule`` (``standard``: ChartQA's own evaluation)."""
-    return _score("rule", get_reward("v1_rule", {"year_rule": year_rule}), items)
+@dataclass(frozen=True)
+class Scorer:
+    """A scorer: the reward whose accuracy it reports, and what grades with it."""
 
+    name: str
+    reward: str
+    """The reward it is (its module is the scorer's code beside this one: ``chartrl.rewards.reward_module``)."""
+    judge: str
+    """``rule`` (no judge: the reward grades), ``judge`` (the judge) or ``panel`` (the judge panel)."""
+    description: str
+    year_rule: bool = True
+    """Whether ``year_rule`` reaches the reward (the recipes' scorers grade answers their own way)."""
 
-def score_judge(
-    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
-) -> dict[str, Any]:
-    """The judge's verdicts (the v1_judge reward); ``year_rule`` grades the items the judge gives no verdict."""
-    return _score("judge", get_reward("v1_judge", {"year_rule": year_rule}, judge=judge), items)
-
-
-def score_panel(
-    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
-) -> dict[str, Any]:
-    """The panel's combined verdicts (the v1_judge reward with a panel); ``judge`` must be a panel."""
-    if judge is not None and not hasattr(judge, "members"):
-        raise ValueError(f"the panel scorer needs a judge panel (chartrl.judge.build_panel), not {judge.name!r}")
-    return _score("panel", get_reward("v1_judge", {"year_rule": year_rule}, judge=judge), items)
-
-
-def score_r1v(
-    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
-) -> dict[str, Any]:
-    """EasyR1's r1v reward as a scorer (GeoQA-8K): accuracy by mathruler on the ``<answer>`` content, and the
-    think/answer format rate and the accuracy among well-formed answers beside it; ``year_rule`` is unused."""
-    return _score("r1v", get_reward("r1v", {}), items)
-
-
-def score_multiple_choice(
-    items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
-) -> dict[str, Any]:
-    """The multiple-choice reward as a scorer (GeoQA multiple choice): the letter of the last ``\\boxed{}``
-    against the label; format rate (the last box holds an option letter) and accuracy among well-formed answers
-    beside it; ``year_rule`` is unused."""
-    return _score("multiple_choice", get_reward("multiple_choice", {}), items)
+    def __call__(
+        self, items: Sequence[RewardInput], judge: Judge | None = None, year_rule: str = DEFAULT_YEAR_RULE
+    ) -> dict[str, Any]:
+        if self.judge == "panel" and judge is not None and not hasattr(judge, "members"):
+            raise ValueError(f"the panel scorer needs a judge panel (chartrl.judge.build_panel), not {judge.name!r}")
+        params = {"year_rule": year_rule} if self.year_rule else {}
+        return _score(self.name, get_reward(self.reward, params, judge=None if self.judge == "rule" else judge), items)
 
 
 SCORERS: dict[str, Scorer] = {
-    "rule": score_rule,
-    "judge": score_judge,
-    "panel": score_panel,
-    "r1v": score_r1v,
-    "multiple_choice": score_multiple_choice,
+    scorer.name: scorer
+    for scorer in (
+        Scorer("rule", "v1_rule", "rule", "relaxed accuracy under year_rule (standard: ChartQA's own evaluation)"),
+        Scorer("judge", "v1_judge", "judge", "the judge's verdicts; year_rule grades the items it gives none"),
+        Scorer("panel", "v1_judge", "panel", "the panel's combined verdicts (the judge must be a panel)"),
+        Scorer(
+            "r1v",
+            "r1v",
+            "rule",
+            "EasyR1's r1v (GeoQA-8K): mathruler on the <answer> content, with the think/answer format rate and the "
+            "accuracy among well-formed answers beside it",
+            year_rule=False,
+        ),
+        Scorer(
+            "multiple_choice",
+            "multiple_choice",
+            "rule",
+            "the letter of the last \\boxed{} against the label, with the format rate and the accuracy among "
+            "well-formed answers beside it",
+            year_rule=False,
+        ),
+    )
 }
+"""Scorer name -> what it is. ``rule`` is v1_rule, ``judge`` v1_judge with the judge, ``panel`` v1_judge with the
+panel: there is no second implementation."""
 
 
 def get_scorer(name: str) -> Scorer:
