@@ -7,12 +7,13 @@ include: "helpers/data.smk"
 rule data_split:
     input:
         sources=data_source_files,
-        code=DATA_CODE,
     output:
         parquet="results/data/{dataset}/{split}.parquet",
         rejects="results/data/{dataset}/{split}.rejects.json",
     params:
         spec=data_split_spec,
+        code=data_split_code,
+        root=DATA_ROOT,
         box_floor=data_box_floor,
     threads: 2
     log:
@@ -22,7 +23,7 @@ rule data_split:
     conda:
         "../envs/cpu.yaml"
     shell:
-        "chartrl data build --spec {params.spec:q} --split {wildcards.split}"
+        "chartrl data build --spec {params.spec:q} --split {wildcards.split} --root {params.root:q}"
         " --threads {threads} --out {output.parquet:q} --rejects {output.rejects:q} {params.box_floor}"
         " > {log:q} 2>&1"
 
@@ -41,6 +42,7 @@ rule data_card:
         ),
     params:
         spec=data_card_spec,
+        code=data_card_code,
         samples=CFG.samples_in_card,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,

@@ -10,7 +10,6 @@ rule generate:
     input:
         run=eval_train_run,
         data=eval_data,
-        code=EVAL_CODE,
     output:
         generations="results/eval/{series}/generations.parquet",
         gallery=report(
@@ -21,6 +20,7 @@ rule generate:
         ),
     params:
         spec=generate_job_spec,
+        code=job_code("launch", GENERATE_COMMAND, spec=generate_job_spec),
         launch=generate_launch,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
@@ -44,11 +44,11 @@ rule score:
     input:
         generations=lambda wildcards: generations_of(wildcards.series),
         run=eval_train_run,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/scores_{scorer}.json",
     params:
         spec=score_job_spec,
+        code=job_code("score", uses=scorer_code, spec=score_job_spec),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -76,11 +76,11 @@ rule matrix_score:
     input:
         generations=lambda wildcards: generations_of(wildcards.series),
         run=eval_train_run,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/matrix_scores_{scorer}.json",
     params:
         spec=score_job_spec,  # a matrix cell is scored as the score rule scores
+        code=job_code("score", uses=scorer_code, spec=score_job_spec),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -110,6 +110,7 @@ rule diagonal:
         "results/eval/{series}/diagonal.json",
     params:
         spec=diagonal_job_spec,
+        code=job_code("diagonal"),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -133,11 +134,11 @@ rule rerank:
     input:
         run=eval_train_run,
         data=eval_data,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/rerank.parquet",
     params:
         spec=rerank_job_spec,
+        code=job_code("launch", "rerank", spec=rerank_job_spec),
         launch=rerank_launch,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
@@ -162,11 +163,11 @@ rule rerank_score:
         generations=lambda wildcards: generations_of(wildcards.series),
         data=eval_data,
         run=eval_train_run,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/rerank_{scorer}.json",
     params:
         spec=rerank_score_job_spec,
+        code=job_code("rerank-score", uses=scorer_code, spec=rerank_score_job_spec),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
@@ -196,11 +197,11 @@ rule test_accuracy:
     input:
         run="results/runs/{series}/run.json",
         data=TEST_DATA,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/test_accuracy.json",
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+        code=job_code("launch", "test-accuracy", spec=lambda wildcards: test_accuracy_spec(wildcards.series)),
         launch=test_accuracy_launch,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
@@ -227,11 +228,11 @@ rule test_curve:
         data=TEST_DATA,
         last="results/eval/{series}/test_accuracy.json",
         start=test_curve_start,
-        code=EVAL_CODE,
     output:
         "results/eval/{series}/test_curve.json",
     params:
         spec=lambda wildcards: test_curve_spec(wildcards.series),
+        code=job_code("launch", "test-curve", spec=lambda wildcards: test_curve_spec(wildcards.series)),
         start=lambda wildcards, input: f"--start {shlex.quote(input.start)}" if input.start else "",
         launch=lambda wildcards: local_launch("test-curve", wildcards.series, test_curve_spec(wildcards.series)),
         tracking_uri=CFG.mlflow.tracking_uri,
@@ -256,11 +257,11 @@ rule seed_test_accuracy:
     input:
         run="results/seeds/{series}/seed{seed}/run.json",
         data=TEST_DATA,
-        code=EVAL_CODE,
     output:
         "results/seeds/{series}/seed{seed}/test_accuracy.json",
     params:
         spec=lambda wildcards: test_accuracy_spec(wildcards.series),
+        code=job_code("launch", "test-accuracy", spec=lambda wildcards: test_accuracy_spec(wildcards.series)),
         launch=test_accuracy_launch,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
@@ -284,11 +285,11 @@ rule warmstart_test_accuracy:
     input:
         model="results/models/base",
         data=TEST_DATA,
-        code=EVAL_CODE,
     output:
         "results/eval/warmstart/test_accuracy_tools_{mode}.json",
     params:
         spec=lambda wildcards: test_accuracy_spec("warmstart"),
+        code=job_code("launch", "test-accuracy", spec=lambda wildcards: test_accuracy_spec("warmstart")),
         launch=lambda wildcards: local_launch(
             "test", f"warmstart-tools-{wildcards.mode}", test_accuracy_spec("warmstart")
         ),

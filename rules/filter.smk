@@ -11,11 +11,11 @@ rule shortcut_answers:
     input:
         model=policy_model,
         train="results/data/{dataset}/train.parquet",
-        code=FILTER_CODE,
     output:
         "results/filter/{dataset}/answers.parquet",
     params:
-        spec=lambda wildcards: filter_spec(wildcards.dataset),
+        spec=shortcut_answers_spec,
+        code=shortcut_answers_code,
         launch=shortcut_answers_launch,
         model=filter_model,
         **verl_only(overrides=verl_shortcut_overrides),
@@ -38,12 +38,12 @@ rule shortcut_filter:
     input:
         answers="results/filter/{dataset}/answers.parquet",
         train="results/data/{dataset}/train.parquet",
-        code=FILTER_CODE,
     output:
         train="results/filter/{dataset}/train.parquet",
         card="results/filter/{dataset}/card.json",
     params:
-        spec=lambda wildcards: filter_spec(wildcards.dataset, (), evaluate="shortcut_filter"),
+        spec=shortcut_filter_spec,
+        code=job_code("shortcut filter"),
         backend=CFG.backend,
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,

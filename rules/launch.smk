@@ -10,14 +10,12 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from chartrl.launch import judge_key_names, ray_address_problem, submission_id
-
 LOCAL_RAY_HEAD = CFG.launcher == "ray" and not os.environ.get("RAY_ADDRESS") and CFG.ray.address is None
 # A RAY_ADDRESS that cannot take a job submission (ray.address is checked with the config) stops the run here,
 # before any job, rather than at the first train job's launch.
 _RAY_ADDRESS = os.environ.get("RAY_ADDRESS")
 if CFG.launcher == "ray" and _RAY_ADDRESS:
-    _problem = ray_address_problem(_RAY_ADDRESS, "RAY_ADDRESS")
+    _problem = chartrl.ray_address_problem(_RAY_ADDRESS, "RAY_ADDRESS")
     if _problem:
         raise WorkflowError(_problem)
 
@@ -26,10 +24,8 @@ def judge_secrets_of(series_id):
     """The judge's key variables (names) a train job of `series_id` needs: those of the judge or panel its reward
     grades answers with, none for a rule-graded reward (no other launched job calls a judge: generation never
     does, and the score jobs, which do, run outside the launcher)."""
-    from chartrl.rewards import accuracy_signal
-
     reward = CFG.series[series_id].reward
-    return judge_key_names(CFG.judge_section(series_id), accuracy_signal(reward.name, reward.params))
+    return chartrl.judge_key_names(CFG.judge_section(series_id), chartrl.accuracy_signal(reward.name, reward.params))
 
 
 def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
@@ -39,7 +35,7 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
     parts = [
         "chartrl launch",
         f"--launcher {CFG.launcher}",
-        f"--submission-id {submission_id(kind, name, config_text)}",
+        f"--submission-id {chartrl.submission_id(kind, name, config_text)}",
     ]
     if CFG.launcher == "ray":
         parts += [f"--num-cpus {num_cpus:g}", f"--num-gpus {num_gpus:g}"]
@@ -103,10 +99,7 @@ def head_python():
 def _check_head_python(python):
     """On the verl backend the head's Python must import vLLM (verl builds its rollout replicas with it), or the
     first job dies minutes in; refused here, before the head or any job starts."""
-    from chartrl.launch import VERL_MODULES
-    from chartrl.ray_head import python_problem
-
-    problem = python_problem(python, VERL_MODULES) if VERL else None
+    problem = chartrl.python_problem(python, chartrl.VERL_MODULES) if VERL else None
     if problem:
         raise WorkflowError(
             f"backend: verl runs its jobs on the local Ray head, and {problem}. Set ray.python to the Python of "
@@ -117,8 +110,6 @@ def _check_head_python(python):
 
 
 def _start_local_head():
-    from chartrl.ray_head import default_temp_dir, join_head
-
     if not workflow.local_exec:
         # The head's job API listens on this machine's loopback: jobs an executor places elsewhere cannot reach it.
         raise WorkflowError(
@@ -129,8 +120,8 @@ def _start_local_head():
         )
     python = head_python()
     _check_head_python(python)
-    temp_dir = CFG.ray.temp_dir or default_temp_dir(os.getcwd())
-    state = join_head(
+    temp_dir = CFG.ray.temp_dir or chartrl.default_temp_dir(os.getcwd())
+    state = chartrl.join_head(
         temp_dir, base_port=CFG.ray.head_port, num_cpus=CFG.ray.num_cpus, num_gpus=CFG.ray.num_gpus, python=python
     )
     logger.info(f"local Ray head at {state.address} (temp folder {state.temp_dir}, Python {python})")
@@ -140,12 +131,10 @@ def _start_local_head():
 
 
 def _stop_local_head():
-    from chartrl.ray_head import leave_head
-
     state = _HEAD.pop("state", None)
     if state is None:
         return
-    others = leave_head(state)
+    others = chartrl.leave_head(state)
     if others:
         logger.info(f"local Ray head {state.address} left running: the workflow runs {others} still use it")
     else:
@@ -155,12 +144,10 @@ def _stop_local_head():
 def _check_verl_gpu_limit():
     """A local run of verl jobs must be limited to the GPUs it has (--resources gpu=N), or Snakemake starts them
     together; an executor such as Slurm allocates each job's GPUs itself."""
-    from chartrl.verl_backend.checks import gpu_limit_problem
-
     if CFG.backend != "verl" or not workflow.local_exec:
         return
     limit = workflow.global_resources.get("gpu")
-    problem = gpu_limit_problem(None if limit is None else limit.value, CFG.verl)
+    problem = chartrl.gpu_limit_problem(None if limit is None else limit.value, CFG.verl)
     if problem:
         raise WorkflowError(problem)
 
@@ -168,11 +155,9 @@ def _check_verl_gpu_limit():
 def _check_tracking_store():
     """Jobs an executor places on other machines (Slurm) all write the MLflow store: a SQLite file there is shared
     by nodes (chartrl.tracking.shared_sqlite_problem), refused before the first job is submitted."""
-    from chartrl.tracking import shared_sqlite_problem
-
     if workflow.local_exec:
         return
-    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "this executor runs the jobs on several nodes")
+    problem = chartrl.shared_sqlite_problem(CFG.mlflow.tracking_uri, "this executor runs the jobs on several nodes")
     if problem:
         raise WorkflowError(problem)
 
@@ -180,11 +165,9 @@ def _check_tracking_store():
 def _warn_remote_ray_store():
     """A Ray cluster named by RAY_ADDRESS or ray.address may place a job's driver and verl's trainer on other nodes
     than this one (a multi-node cluster), where a SQLite store is shared; said once, at parse time."""
-    from chartrl.tracking import shared_sqlite_problem
-
     if CFG.launcher != "ray" or LOCAL_RAY_HEAD:
         return
-    problem = shared_sqlite_problem(CFG.mlflow.tracking_uri, "the Ray cluster may run jobs on several nodes")
+    problem = chartrl.shared_sqlite_problem(CFG.mlflow.tracking_uri, "the Ray cluster may run jobs on several nodes")
     if problem:
         logger.warning(f"if the Ray cluster has more than one node: {problem}")
 

@@ -6,12 +6,11 @@ include: "helpers/model.smk"
 
 
 rule base_model:
-    input:
-        code=MODEL_CODE,
     output:
         directory("results/models/tiny"),
     params:
-        spec=base_model_spec,
+        spec=job_spec("model tiny"),
+        code=job_code("model tiny"),
     log:
         "results/logs/model/base_model.log",
     benchmark:
@@ -29,11 +28,11 @@ rule warmstart:
         # Read only to refuse, before minutes of training, a val split too small for the check; not trained on, so
         # ancient: a new val split reruns the check, not the warm start.
         val=ancient(f"results/data/{TRAIN_DATASET}/val.parquet"),
-        code=MODEL_CODE,
     output:
         directory("results/models/base"),
     params:
-        spec=warmstart_spec,
+        spec=job_spec("warmstart"),
+        code=job_code("warmstart", spec=job_spec("warmstart")),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     threads: CFG.warmstart.threads
@@ -58,7 +57,6 @@ rule warmstart_check:
     input:
         model="results/models/base",
         val=f"results/data/{TRAIN_DATASET}/val.parquet",
-        code=MODEL_CODE,
     output:
         check="results/models/warmstart_check.json",
         gallery=report(
@@ -67,7 +65,8 @@ rule warmstart_check:
             category="Model",
         ),
     params:
-        spec=warmstart_check_spec,
+        spec=job_spec("warmstart-check"),
+        code=job_code("warmstart-check", spec=job_spec("warmstart-check")),
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     threads: CFG.evaluate.threads  # an evaluation of the warm-started model, as its test-accuracy jobs

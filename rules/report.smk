@@ -9,7 +9,6 @@ rule report:
         test_accuracy_targets(),
         seed_targets(),
         test_curve_targets(),
-        code=package_sources("report", "config"),
     output:
         html=report(
             "results/report/index.html",
@@ -18,7 +17,12 @@ rule report:
         ),
         metrics="results/report/metrics.json",
     params:
-        config=lambda wildcards: json.dumps(to_plain(CFG.resolved), sort_keys=True),
+        config=lambda wildcards: json.dumps(chartrl.to_plain(CFG.resolved), sort_keys=True),  # the report shows it all
+        code=job_code(
+            "report",
+            uses=lambda wildcards: chartrl.report_code(CFG),
+            spec=lambda wildcards: json.dumps(chartrl.to_plain(CFG.resolved)),
+        ),
     log:
         "results/logs/report/report.log",
     benchmark:

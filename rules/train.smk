@@ -17,12 +17,12 @@ rule train:
         model=policy_model,  # the warm-started model (verl starts from it too) unless model.path is set
         train=lambda wildcards: series_split(wildcards.series, "train"),
         val=lambda wildcards: series_split(wildcards.series, "val"),
-        code=train_code,
     output:
         run="results/runs/{series}/run.json",
         metrics="results/runs/{series}/metrics.jsonl",
     params:
         spec=train_job_spec,
+        code=train_job_code,
         launch=train_launch,
         out=train_folder,
         extra_seed=extra_seed_argument,

@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def planned_jobs(configs: list[list[Path]], workdir: Path) -> list[dict[str, dict[str, object]]]:
     """For each list of config files (each laid over config/config.yaml and config/series.yaml, as
-    ``--configfile`` does), every job an empty ``workdir`` would run: ``"rule|wildcards"`` -> its params and inputs."""
+    ``--configfile`` does), every job an empty ``workdir`` would run: ``"rule|wildcards"`` -> its params, inputs and
+    shell command."""
     request = json.dumps([[str(path) for path in files] for files in configs])
     result = subprocess.run(
         [sys.executable, __file__, str(workdir)], input=request, capture_output=True, text=True, timeout=600
@@ -54,6 +55,7 @@ def _plan(configfiles: list[Path], workdir: Path) -> dict[str, dict[str, object]
             jobs[f"{job.rule.name}|{wildcards}"] = {
                 "params": {name: str(value) for name, value in job.params.items()},
                 "input": sorted(str(path) for path in job.input),
+                "shell": job.shellcmd,
             }
         return jobs
 

@@ -1,5 +1,5 @@
 """Adding a reward is two files and reruns nothing. The worked example of docs/rewards.md ("Add a reward": a module
-in src/chartrl/rewards/extra/ and a branch of the schema's ``$defs/reward``) is added to a copy of the repository,
+in src/chartrl/rewards/definitions/ and a branch of the schema's ``$defs/reward``) is added to a copy of the repository,
 and Snakemake's DAG (tests/planned_jobs.py: every job's params, where its spec lives, and its input files) is
 compared with the copy's before: without a series using the reward every job is the same, and with the docs' overlay
 (a train series using it and an eval series of that one) the only jobs that differ are the new series' own, the
@@ -38,7 +38,7 @@ def docs_blocks() -> dict[str, str]:
 
 def add_reward(copy: Path, name: str, module: str, branch: str) -> None:
     """What a person adding a reward does: the module, and in the schema the name and the branch."""
-    (copy / "src" / "chartrl" / "rewards" / "extra" / f"{name}.py").write_text(module)
+    (copy / "src" / "chartrl" / "rewards" / "definitions" / f"{name}.py").write_text(module)
     schema_path = copy / "workflow" / "schemas" / "config.schema.yaml"
     schema = schema_path.read_text()
     start = schema.index("\n  reward:\n")
@@ -54,10 +54,9 @@ def add_reward(copy: Path, name: str, module: str, branch: str) -> None:
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     """A copy of the repository, the jobs it plans for the default and config/gpu.yaml, then the docs' reward added
-    to it; and the docs' overlay. (Job params hold paths of the copy, hashed in places: the plans compared are the
-    copy's before and after.)"""
+    to it; and the docs' overlay."""
     blocks = docs_blocks()
-    module_path = next(path for path in blocks if path.startswith("src/chartrl/rewards/extra/"))
+    module_path = next(path for path in blocks if path.startswith("src/chartrl/rewards/definitions/"))
     name = Path(module_path).stem
     copy = tmp_path_factory.mktemp("repository")
     for item in COPIED:
@@ -94,10 +93,10 @@ def plans_in(copy: Path, configs: list[list[Path]], workdir: Path) -> list[dict]
 def test_the_docs_reward_is_two_files_and_scores_its_example(example):
     name, copy, _, _ = example
     script = (
-        "import json, sys; from chartrl.rewards import REWARDS, RewardInput, get_reward, reward_sources\n"
+        "import json, sys; from chartrl.rewards import REWARDS, RewardInput, get_reward, reward_module\n"
         f"d = REWARDS[{name!r}]; e = d.example\n"
         "[r] = get_reward(d.name, e.params)([RewardInput(e.response, e.truth, **e.metadata)])\n"
-        "print(json.dumps({'overall': r['overall'], 'expected': e.overall, 'sources': reward_sources(d.name),"
+        "print(json.dumps({'overall': r['overall'], 'expected': e.overall, 'module': reward_module(d.name),"
         " 'parts': list(r) == list(d.parts)}))"
     )
     env = {**os.environ, "PYTHONPATH": str(copy / "src")}
@@ -105,7 +104,7 @@ def test_the_docs_reward_is_two_files_and_scores_its_example(example):
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout)
     assert out["overall"] == pytest.approx(out["expected"]) and out["parts"]
-    assert out["sources"] == [str(copy / "src" / "chartrl" / "rewards" / "extra" / f"{name}.py")]
+    assert out["module"] == f"chartrl.rewards.definitions.{name}"
 
 
 def test_adding_a_reward_reruns_nothing_and_its_series_only_adds_its_own_jobs(example, tmp_path):
@@ -125,5 +124,5 @@ def test_adding_a_reward_reruns_nothing_and_its_series_only_adds_its_own_jobs(ex
         added = set(new) - set(base)
         assert added and all(re.search(rf"series=({'|'.join(series)})\b", job) for job in added), sorted(added)
         train = new[f"train|series={trained}"]
-        assert str(copy / "src" / "chartrl" / "rewards" / "extra" / f"{name}.py") in train["input"]
+        assert f"rewards/definitions/{name}.py" in json.loads(train["params"]["code"])["code"]
         assert json.loads(train["params"]["spec"])["series"]["reward"]["name"] == name

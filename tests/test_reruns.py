@@ -10,6 +10,7 @@ Some sections have a second row for a key that enters elsewhere (``section.key``
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -59,8 +60,9 @@ ROLLING_OUT = {"warmstart_check", "shortcut_answers", "train", "generate", "rera
 # it), so every change reruns it.
 RERUNS = {
     "mlflow": TRACKED | {"report"},  # a new store or experiment gets the whole study
-    # verl jobs, and the scorers (their code inputs gain verl_backend/); the local-only jobs leave the plan
-    "backend": {"shortcut_answers", "shortcut_filter", "train", "generate", "score", "matrix_score", "report"},
+    # the jobs that run verl (and the filter, told which backend answered); the scorers read generations whichever
+    # backend wrote them; the local-only jobs leave the plan
+    "backend": {"shortcut_answers", "shortcut_filter", "train", "generate", "report"},
     "launcher": LAUNCHED | {"report"},
     "ray": LAUNCHED | {"report"},
     "verl": {"report"},  # read by the verl backend only
@@ -91,10 +93,16 @@ RERUNS = {
 }
 
 
+def _triggers(job: dict | None) -> tuple | None:
+    """What Snakemake's rerun triggers compare of a planned job: its params and its inputs."""
+    return None if job is None else (job["params"], job["input"])
+
+
 def _rerun_rules(base: dict, changed: dict) -> set[str]:
     """The rules of the jobs in ``changed`` that are new or whose params or inputs differ from ``base``'s (``all``,
     the target rule, always runs)."""
-    return {job.split("|")[0] for job, trigger in changed.items() if base.get(job) != trigger} - {"all"}
+    found = {job.split("|")[0] for job, planned in changed.items() if _triggers(base.get(job)) != _triggers(planned)}
+    return found - {"all"}
 
 
 def test_every_config_section_has_a_row():
@@ -133,8 +141,10 @@ def test_a_change_to_each_config_section_reruns_only_the_rules_that_read_it(plan
 
 
 def test_a_judge_change_reruns_the_training_of_the_series_whose_reward_judges_and_no_other(plans):
-    trains = {job for job, trigger in plans["judge"].items() if job.startswith("train|")}
-    rerun = {job.split("series=")[1] for job in trains if plans["default"].get(job) != plans["judge"][job]}
+    trains = {job for job in plans["judge"] if job.startswith("train|")}
+    rerun = {
+        job.split("series=")[1] for job in trains if _triggers(plans["default"][job]) != _triggers(plans["judge"][job])
+    }
     assert rerun == {"e2", "e12", "h1"}  # v1_judge (h1: the hack control), and v3_gra with panel accuracy
 
 
@@ -154,3 +164,28 @@ def test_every_job_spec_holds_valid_config_sections(plans, config):
             except ConfigError as err:
                 problems.append(f"{job}: {err}")
     assert not problems, "\n".join(problems)
+
+
+COMMAND = re.compile(r"\bchartrl ([a-z][a-z-]*(?: [a-z][a-z-]*)?)")
+"""A ``chartrl`` command in a shell command line (``chartrl verl train --spec ...``)."""
+CHECKOUT = re.compile(rf"(?<![\w.]){re.escape(str(REPO))}")
+"""The checkout's absolute path (a relative path that climbs to it, ``../chartrl``, moves with it)."""
+
+
+@pytest.mark.parametrize("config", ["default", *OTHER_CONFIGS])
+def test_every_jobs_code_is_the_code_of_the_commands_its_shell_runs(plans, config):
+    """A job's ``code`` param (rules/common.smk, ``job_code``) fingerprints the chartrl commands its rule names; they
+    must be the commands its shell command runs, or the job would not rerun when its own code changes. Every job
+    that runs chartrl has one, and no absolute path is among any job's params or inputs."""
+    wrong = []
+    for job, planned in plans[config].items():
+        if job.startswith("all|"):
+            continue
+        ran = [f"chartrl {command}" for command in COMMAND.findall(planned["shell"])]
+        code = json.loads(planned["params"].get("code", '{"commands": []}'))
+        if not ran or code["commands"] != ran:
+            wrong.append(f"{job}: its shell runs {ran}, its code param names {code['commands']}")
+        absolute = [v for v in [*planned["params"].values(), *planned["input"]] if CHECKOUT.search(v)]
+        if absolute:
+            wrong.append(f"{job}: an absolute path in its params or inputs: {[v[:80] for v in absolute]}")
+    assert not wrong, "\n".join(wrong)

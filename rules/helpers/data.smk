@@ -1,7 +1,5 @@
-# The data stage's helpers (rules/data.smk): the dataset a split reads, its spec, its source files, the targets.
-from chartrl.data.sources import source_of, split_spec
-
-DATA_CODE = package_sources("data", "config", "files.py", "progress.py", "tracking.py")
+# The data stage's helpers (rules/data.smk): the dataset a split reads, its spec and code, its source files, the
+# targets.
 
 
 def dataset_config(name):
@@ -15,9 +13,16 @@ def dataset_splits(name):
     return CFG.needed_splits().get(name, dataset_config(name).splits)
 
 
-def data_split_spec(wildcards):
-    """The resolved config one split depends on, as JSON: a change elsewhere does not rerun this split."""
-    return json.dumps(split_spec(dataset_config(wildcards.dataset), wildcards.split, REPO_ROOT), sort_keys=True)
+# One split depends on its dataset's config narrowed to the split (a change elsewhere does not rerun it) and on
+# the code of its dataset's reader; the card on the whole dataset's config.
+data_split_spec = job_spec(
+    "data build", dataset=lambda wildcards: chartrl.split_job_spec(dataset_config(wildcards.dataset), wildcards.split)
+)
+data_split_code = job_code("data build", uses=lambda wildcards: chartrl.source_code(dataset_config(wildcards.dataset)))
+data_card_spec = job_spec("data card", dataset=lambda wildcards: dataset_config(wildcards.dataset).to_dict())
+data_card_code = job_code("data card")
+# The folder the config's local paths are read against (the checkout), as the data job's --root names it
+DATA_ROOT = chartrl.relative_root(REPO_ROOT)
 
 
 def data_box_floor(wildcards):
@@ -28,16 +33,10 @@ def data_box_floor(wildcards):
     return ""
 
 
-def data_card_spec(wildcards):
-    return json.dumps(dataset_config(wildcards.dataset).to_dict(), sort_keys=True)
-
-
 def data_source_files(wildcards):
-    """The local files a split reads, those that exist: a change to one reruns the split. A missing one is not an
-    input (Snakemake would refuse the whole plan, even a dry run on a machine that is not the cluster); the split's
-    job then fails naming the file and what to download."""
-    dataset = dataset_config(wildcards.dataset)
-    return [str(p) for p in source_of(dataset).input_files(dataset, wildcards.split, REPO_ROOT) if p.exists()]
+    """The local files a split reads, those that exist (chartrl.workflow.source_files): a change to one reruns the
+    split."""
+    return chartrl.source_files(dataset_config(wildcards.dataset), wildcards.split, REPO_ROOT)
 
 
 def data_split_outputs(wildcards, kind):

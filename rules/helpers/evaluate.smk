@@ -1,10 +1,5 @@
 # The evaluation stage's helpers (rules/evaluate.smk): which series generates the generations others score, the
-# diagonal pairs, a job's spec, launch prefix and command, the targets.
-from chartrl.evaluate.matrix import RECIPE_SCORERS, extra_matrix_files, matrix_scorers
-from chartrl.evaluate.score import SCORER_JUDGES
-
-EVAL_CODE = TRAIN_CODE + package_sources("evaluate")  # (with verl_backend/ for the verl backend)
-
+# diagonal pairs, a job's spec, code, launch prefix and command, the targets.
 
 def _generation_key(series):
     return (series.of, str(series.checkpoint), series.dataset, series.split)
@@ -53,37 +48,40 @@ def eval_data(wildcards):
 
 def judges(scorer):
     """Whether `scorer` asks a judge (judge, panel): a rule scorer reads nothing of the judge section."""
-    return SCORER_JUDGES[scorer] in ("judge", "panel")
+    return chartrl.SCORER_JUDGES[scorer] in ("judge", "panel")
 
 
-def eval_job_spec(*sections, evaluate=None, with_rerank=False, with_judge=False):
-    """What an evaluation job depends on: the eval series, the train series it reads (`of`), `sections`, the
-    evaluate keys of the `evaluate` kind of job, and the judge section where `with_judge` and the job's scorer
-    judges. The series' `rerank` settings only where `with_rerank` (the rerank jobs): changing them reruns nothing
-    else."""
+def eval_entries(with_rerank=False):
+    """What an evaluation job's spec holds besides the config: the eval series (with its id; its `rerank` settings
+    only where `with_rerank`, the rerank jobs: changing them reruns nothing else) and the train series it reads."""
 
-    def spec(wildcards):
-        series = CFG.series[wildcards.series]
-        own = to_plain(CFG.resolved["series"][series.id])
+    def series(wildcards):
+        own = chartrl.to_plain(CFG.resolved["series"][wildcards.series])
         if not with_rerank:
             own.pop("rerank", None)
-        data = {
-            "series": {"id": series.id, **own},
-            "of": {"id": series.of, **to_plain(CFG.resolved["series"][series.of])},
-        }
-        data.update({name: to_plain(CFG.resolved[name]) for name in sections})
-        if evaluate is not None:
-            data["evaluate"] = evaluate_keys(evaluate)
-        if with_judge and judges(wildcards.scorer):
-            data["judge"] = CFG.judge_section(series.id)  # the judge that rewarded the generations' series
-        return json.dumps(data, sort_keys=True)
+        return {"id": wildcards.series, **own}
 
-    return spec
+    def of(wildcards):
+        train = CFG.series[wildcards.series].of
+        return {"id": train, **chartrl.to_plain(CFG.resolved["series"][train])}
+
+    return {"series": series, "of": of}
+
+
+def scorer_judge(wildcards):
+    """The judge: section a score job reads: the judge that rewarded the generations' series, only for a scorer
+    that judges."""
+    return CFG.judge_section(wildcards.series) if judges(wildcards.scorer) else chartrl.OMIT
+
+
+def scorer_code(wildcards):
+    """The code of a score job's scorer: the reward it is and the judge it asks."""
+    return chartrl.scorer_code(CFG, wildcards.series, wildcards.scorer)
 
 
 # The reward x scorer matrix: the cells of every evaluated checkpoint that no eval series asks for
 # (chartrl.evaluate.matrix), scored by the matrix_score rule.
-MATRIX_FILES = [f"results/{path}" for path in extra_matrix_files(CFG)]
+MATRIX_FILES = [f"results/{path}" for path in chartrl.extra_matrix_files(CFG)]
 
 
 def eval_targets():
@@ -101,7 +99,7 @@ def rerank_targets():
     return [f"results/eval/{sid}/rerank_{scorer}.json" for sid in RERANK_SERIES for scorer in CFG.series[sid].scorers]
 
 
-rerank_job_spec = eval_job_spec("rollout", "prompts", "tools", evaluate="rerank", with_rerank=True)
+rerank_job_spec = job_spec("rerank", **eval_entries(with_rerank=True))
 
 
 def rerank_launch(wildcards):
@@ -110,19 +108,16 @@ def rerank_launch(wildcards):
 
 
 def verl_generate_overrides(wildcards):
-    """An eval series' verl generation job (chartrl.verl_backend.overrides.eval_overrides), shell-quoted."""
-    from chartrl.verl_backend.overrides import eval_overrides
+    """An eval series' verl generation job (chartrl.verl_backend.overrides.eval_overrides), shell-quoted, its paths
+    under WORKDIR."""
+    return shlex.join(chartrl.eval_overrides(CFG, wildcards.series, chartrl.WORKDIR))
 
-    return shlex.join(eval_overrides(CFG, wildcards.series, os.getcwd()))
 
-
-score_job_spec = eval_job_spec(evaluate="score", with_judge=True)  # the score and matrix_score rules
-diagonal_job_spec = eval_job_spec(evaluate="diagonal")
-rerank_score_job_spec = eval_job_spec(evaluate="rerank_score", with_rerank=True, with_judge=True)
-if VERL:
-    generate_job_spec = eval_job_spec("rollout", "prompts", "tools", "model", "verl", evaluate="generate_verl")
-else:
-    generate_job_spec = eval_job_spec("rollout", "prompts", "tools", evaluate="generate")
+score_job_spec = job_spec("score", sections={"judge": scorer_judge}, **eval_entries())  # score and matrix_score
+diagonal_job_spec = job_spec("diagonal", **eval_entries())
+rerank_score_job_spec = job_spec("rerank-score", sections={"judge": scorer_judge}, **eval_entries(with_rerank=True))
+GENERATE_COMMAND = "verl generate" if VERL else "generate"
+generate_job_spec = job_spec(GENERATE_COMMAND, **eval_entries())
 
 
 def generate_launch(wildcards):
@@ -150,18 +145,16 @@ def generate_shell():
 TEST_DATA = f"results/data/{CFG.resolved['evaluate']['dataset']}/{CFG.resolved['evaluate']['split']}.parquet"
 
 
-def test_accuracy_spec(series_id, kind="test_accuracy"):
-    """A test-accuracy job's spec (of a train series, or of "warmstart"): the series, the rollout, prompts and tools,
-    and the evaluate keys of `kind` (test_accuracy, test_curve)."""
-    sections = {name: to_plain(CFG.resolved[name]) for name in ("rollout", "prompts", "tools")}
-    series = {"id": series_id, **to_plain(CFG.resolved["series"].get(series_id, {}))}
-    return json.dumps({"series": series, **sections, "evaluate": evaluate_keys(kind)}, sort_keys=True)
+def test_accuracy_spec(series_id):
+    """A test-accuracy job's spec (of a train series, or of "warmstart")."""
+    series = {"id": series_id, **chartrl.to_plain(CFG.resolved["series"].get(series_id, {}))}
+    return chartrl.job_spec("test-accuracy", CFG, series=series)
 
 
 # The study's per-question-type test accuracy, its controls and the test curve grade answers by relaxed accuracy of
 # <answer>; a recipe overlay whose eval series use the recipe's own scorers (r1v, multiple_choice) reports those
 # instead, so these jobs are not run for it (the report says why in their place).
-STUDY_ANALYSIS = not set(matrix_scorers(CFG)) <= set(RECIPE_SCORERS)
+STUDY_ANALYSIS = not set(chartrl.matrix_scorers(CFG)) <= set(chartrl.RECIPE_SCORERS)
 
 
 def test_accuracy_targets():
@@ -193,9 +186,10 @@ CURVE_SERIES = sorted({series.of for series in CFG.eval_series}) if CFG.backend 
 
 
 def test_curve_spec(series_id):
-    """The test_accuracy spec of the train series, with the checkpoint each eval series of it names."""
+    """A test curve's spec: the train series, with the checkpoint each eval series of it names."""
+    series = {"id": series_id, **chartrl.to_plain(CFG.resolved["series"][series_id])}
     chosen = {s.id: s.checkpoint for s in CFG.eval_series if s.of == series_id}
-    return json.dumps({**json.loads(test_accuracy_spec(series_id, "test_curve")), "chosen": chosen}, sort_keys=True)
+    return chartrl.job_spec("test-curve", CFG, series=series, chosen=chosen)
 
 
 def test_curve_start(wildcards):

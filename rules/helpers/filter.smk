@@ -1,24 +1,18 @@
 # The shortcut filter's helpers (rules/filter.smk): which datasets have the stage, a job's spec, launch prefix and
 # command, the split a train series reads, the targets.
-FILTER_CODE = package_sources("evaluate/shortcut.py", "commands/shortcut.py", "rollout", "answers.py", "data")
-if VERL:
-    FILTER_CODE += package_sources("verl_backend/shortcut.py")
 # Datasets that get the stage (answers, decision, filtered split, card): chartrl.config Config.filtered_datasets.
 FILTER_DATASETS = CFG.filtered_datasets
 
 
-ANSWER_SECTIONS = ("rollout", "prompts", "tools") + (("model", "verl") if VERL else ())
-ANSWER_EVALUATE = None if VERL else "shortcut_answers"  # verl's answers job reads no evaluate key
+def filter_settings(wildcards):
+    """The dataset's shortcut filter settings, with the dataset's name as id: the `filter` entry of its jobs' specs."""
+    return {"id": wildcards.dataset, **chartrl.to_plain(CFG.resolved["datasets"][wildcards.dataset]["shortcut_filter"])}
 
 
-def filter_spec(dataset, sections=ANSWER_SECTIONS, evaluate=ANSWER_EVALUATE):
-    """A filter job's spec: the dataset's filter settings (with its name as id), the sections it reads and the
-    evaluate keys of its kind (EVALUATE_KEYS, rules/common.smk)."""
-    settings = {"id": dataset, **to_plain(CFG.resolved["datasets"][dataset]["shortcut_filter"])}
-    data = {"filter": settings, **{s: to_plain(CFG.resolved[s]) for s in sections}}
-    if evaluate is not None:
-        data["evaluate"] = evaluate_keys(evaluate)
-    return json.dumps(data, sort_keys=True)
+ANSWERS_COMMAND = "verl shortcut-answers" if VERL else "shortcut answers"
+shortcut_answers_spec = job_spec(ANSWERS_COMMAND, filter=filter_settings)
+shortcut_answers_code = job_code("launch", ANSWERS_COMMAND, spec=shortcut_answers_spec)
+shortcut_filter_spec = job_spec("shortcut filter", filter=filter_settings)
 
 
 def filter_model(wildcards):
@@ -27,16 +21,15 @@ def filter_model(wildcards):
 
 
 def verl_shortcut_overrides(wildcards):
-    """The dataset's verl generation job (chartrl.verl_backend.shortcut.shortcut_overrides), shell-quoted."""
-    from chartrl.verl_backend.shortcut import shortcut_overrides
-
-    return shlex.join(shortcut_overrides(CFG, wildcards.dataset, os.getcwd()))
+    """The dataset's verl generation job (chartrl.verl_backend.shortcut.shortcut_overrides), shell-quoted, its paths
+    under WORKDIR."""
+    return shlex.join(chartrl.shortcut_overrides(CFG, wildcards.dataset, chartrl.WORKDIR))
 
 
 def shortcut_answers_launch(wildcards):
     """The launcher prefix of an answers job (as generate_launch: a verl driver takes one CPU, its workers the
     GPUs; a local job evaluate.threads)."""
-    spec = filter_spec(wildcards.dataset)
+    spec = shortcut_answers_spec(wildcards)
     if VERL:
         config_text = spec + verl_shortcut_overrides(wildcards)
         return launch_command("shortcut", wildcards.dataset, config_text, num_cpus=1, num_gpus=0)

@@ -1,29 +1,6 @@
-# The model stage's helpers (rules/model.smk): the policy every train series starts from, the job specs, the
-# targets.
-MODEL_CODE = package_sources(
-    "model", "warmstart", "rollout", "tools", "answers.py", "prompts", "config", "files.py", "tracking.py"
-)
+# The model stage's helpers (rules/model.smk): the policy every train series starts from, the job specs and code,
+# the targets.
 TRAIN_DATASET = CFG.resolved["train"]["dataset"]
-
-# The warmstart keys the after-warm-start check reads (chartrl.warmstart.check: how many val rows, the seed of its
-# sampling and shuffled-image control); eval_rows is the check's alone, so the warm start's spec leaves it out.
-WARMSTART_CHECK_KEYS = ("eval_rows", "seed")
-WARMSTART_TRAINING_KEYS = tuple(key for key in CFG.resolved["warmstart"] if key != "eval_rows")
-
-
-def base_model_spec(wildcards):
-    """The tiny model's settings and the tool names (the tokenizer learns them as words); no other tool key."""
-    return config_slice("model", tools=("names",))
-
-
-def warmstart_spec(wildcards):
-    """What the warm start trains from: its settings (but the check's eval_rows), the prompts and tools its
-    demonstrations are written with. Not the rollout settings: only the check samples."""
-    return config_slice("prompts", "tools", warmstart=WARMSTART_TRAINING_KEYS)
-
-
-def warmstart_check_spec(wildcards):
-    return config_slice("prompts", "tools", "rollout", warmstart=WARMSTART_CHECK_KEYS)
 
 
 def model_targets():

@@ -1,32 +1,6 @@
 # The train stage's helpers (rules/train.smk): a train job's spec, launch prefix, folder and command (for a series'
 # main run and its extra seeds alike), the targets.
-# rewards/definitions/ holds each reward in a module of its own: code of the train jobs whose reward it defines only
-# (train_code), so adding a reward there reruns no other series.
-EXTRA_REWARDS = str(PACKAGE_DIR / "rewards" / "definitions") + "/"
-TRAIN_CODE = MODEL_CODE + [
-    path
-    for path in package_sources("train", "rewards", "judge", "launch.py")
-    if not path.startswith(EXTRA_REWARDS)
-]
-if VERL:
-    TRAIN_CODE += package_sources("verl_backend")
 TRAIN_SERIES = [s.id for s in CFG.train_series]
-
-
-def train_code(wildcards):
-    """The source files a train job depends on: the shared code, and its reward's own module
-    (chartrl.rewards.reward_module)."""
-    from chartrl.rewards import reward_module
-
-    defined = sys.modules[reward_module(CFG.series[wildcards.series].reward.name)]
-    return TRAIN_CODE + [str(defined.__file__)]
-
-
-def reward_judges(reward):
-    """Does the reward grade answers with the judge (or the panel)? Only then does its training read judge:."""
-    from chartrl.rewards.registry import accuracy_signal
-
-    return accuracy_signal(reward.name, reward.params) in ("judge", "panel")
 
 
 def series_split(series, split):
@@ -42,27 +16,42 @@ def train_job_name(wildcards):
     return wildcards.series if seed is None else f"{wildcards.series}-seed{seed}"
 
 
-def train_job_spec(wildcards):
-    """What one train job depends on: its series (with its id) and the sections training reads (the verl backend
-    also reads model: and verl:); an extra seed's run has its seed as train.seed."""
-    series = {"id": wildcards.series, **to_plain(CFG.resolved["series"][wildcards.series])}
-    judged = reward_judges(CFG.series[wildcards.series].reward)  # judge: only a reward that judges reads it
-    names = ("train", "rollout", "prompts", "tools") + (("judge",) if judged else ()) + (("model", "verl") if VERL else ())
-    sections = {name: to_plain(CFG.resolved[name]) for name in names}
-    sections["train"] = CFG.train_section(wildcards.series)  # with the series' own train keys (a LoRA variant)
-    if judged:
-        sections["judge"] = CFG.judge_section(wildcards.series)  # with the series' own judge keys (a hack control)
+def train_judge(wildcards):
+    """The judge: section a train job reads: the series' own judge keys over judge:, only when its reward judges
+    (a rule-graded series reads none of it)."""
+    reward = CFG.series[wildcards.series].reward
+    judged = chartrl.accuracy_signal(reward.name, reward.params) in ("judge", "panel")
+    return CFG.judge_section(wildcards.series) if judged else chartrl.OMIT
+
+
+def train_section(wildcards):
+    """The train: section a train job reads: with the series' own train keys (a LoRA variant), and an extra seed's
+    run's seed as train.seed."""
+    section = CFG.train_section(wildcards.series)
     if wildcards.get("seed") is not None:
-        sections["train"]["seed"] = int(wildcards.seed)
-    keep = CFG.keep_steps(wildcards.series)  # checkpoint steps eval series name: saved and never pruned
-    return json.dumps({"series": series, **sections, **({"keep_steps": list(keep)} if keep else {})}, sort_keys=True)
+        section["seed"] = int(wildcards.seed)
+    return section
+
+
+# What one train job depends on: its series (with its id), the sections training reads (chartrl.commands.train,
+# .verl: the verl backend also reads model: and verl:) and the checkpoint steps eval series name (saved, never
+# pruned); the code of its command, of its reward and of the judge its reward grades with.
+TRAIN_COMMAND = "verl train" if VERL else "train"
+train_job_spec = job_spec(
+    TRAIN_COMMAND,
+    sections={"train": train_section, "judge": train_judge},
+    series=lambda wildcards: {"id": wildcards.series, **chartrl.to_plain(CFG.resolved["series"][wildcards.series])},
+    keep_steps=lambda wildcards: list(CFG.keep_steps(wildcards.series)) or None,
+)
+train_job_code = job_code(
+    "launch", TRAIN_COMMAND, uses=lambda wildcards: chartrl.reward_code(CFG, wildcards.series), spec=train_job_spec
+)
 
 
 def verl_train_overrides(wildcards):
-    """The series' verl overrides (chartrl.verl_backend.overrides), shell-quoted, for the verl train command."""
-    from chartrl.verl_backend.overrides import train_overrides
-
-    return shlex.join(train_overrides(CFG, wildcards.series, os.getcwd()))
+    """The series' verl overrides (chartrl.verl_backend.overrides), shell-quoted, for the verl train command: its
+    paths under WORKDIR, which the job replaces by its working directory."""
+    return shlex.join(chartrl.train_overrides(CFG, wildcards.series, chartrl.WORKDIR))
 
 
 def train_launch(wildcards):

@@ -1,9 +1,10 @@
 """``chartrl <stage> ...``: the entry points the Snakemake rules call (also ``python -m chartrl``).
 
-Rules pass each job the resolved slice of the config it depends on as JSON (``--spec``), so a job runs exactly
-the config Snakemake validated and logged, and a change to one dataset or series reruns only its jobs. Each
-command group lives in ``chartrl.commands.<name>``; a failure a person can fix prints one message and exits
-non-zero (2 for a bad command line or config, 1 otherwise), with no traceback.
+Rules pass each job, as JSON (``--spec``), the resolved config its command declares it reads (``READS`` in its
+module, ``chartrl.commands.spec``), so a job runs exactly the config Snakemake validated and logged, and a change to
+one dataset or series reruns only its jobs. Each command group lives in ``chartrl.commands.<name>``; a failure a
+person can fix prints one message and exits non-zero (2 for a bad command line or config, 1 otherwise), with no
+traceback.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from chartrl import forkserver
 from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
 COMMAND_GROUPS = (
-    "config", "plan", "data", "tools", "reward", "model", "rollout", "shortcut", "train", "evaluate", "rerank",
-    "report", "verl", "launch",
+    "config", "plan", "data", "tools", "reward", "model", "warmstart", "warmstart_check", "rollout", "shortcut",
+    "train", "generate", "evaluate", "score", "rerank", "report", "verl", "launch",
 )  # fmt: skip
+"""The modules of ``chartrl.commands`` that add commands (each has ``register(subparsers)``), in --help's order."""
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 
 

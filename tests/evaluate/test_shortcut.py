@@ -209,6 +209,7 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     from chartrl.config import to_plain
     from chartrl.data.contract import read_split, write_split
     from chartrl.data.stage import collect_split
+    from chartrl.workflow import job_spec
 
     dataset = dataset_from(
         {
@@ -223,9 +224,9 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     )
     rows = collect_split(dataset, "train", root=tmp_path)[0]
     write_split(rows, tmp_path / "train.parquet")
-    sections = {n: to_plain(default_config.resolved[n]) for n in ("rollout", "prompts", "tools", "evaluate")}
-    sections["rollout"]["max_new_tokens"] = 8
-    spec = json.dumps({"filter": {"id": "mini", "k": 2, "threshold": 0.5, "max_questions": 6}, **sections})
+    settings = {"id": "mini", "k": 2, "threshold": 0.5, "max_questions": 6}
+    rollout = {**to_plain(default_config.resolved["rollout"]), "max_new_tokens": 8}
+    spec = job_spec("shortcut answers", default_config, {"rollout": rollout}, filter=settings)  # as the rules write it
     out = tmp_path / "filter"
     assert main(["shortcut", "answers", "--spec", spec, "--model", str(tiny_model_dir),
                  "--data", str(tmp_path / "train.parquet"), "--out", str(out / "answers.parquet")]) == 0  # fmt: skip
@@ -233,6 +234,7 @@ def test_the_commands_on_the_miniature_with_a_real_tiny_model(tiny_model_dir, de
     assert len(answers) == 6 * 2 * 2  # questions x controls x k
     assert {a["id"].rsplit("@", 1)[1] for a in answers} == {"blank", "shuffled"}
     assert not any(a["tool_called"] for a in answers)  # the no-tool prompt: one pass
+    spec = job_spec("shortcut filter", default_config, filter=settings)
     assert main(["shortcut", "filter", "--spec", spec, "--data", str(tmp_path / "train.parquet"),
                  "--answers", str(out / "answers.parquet"), "--out", str(out / "train.parquet"),
                  "--card", str(out / "card.json"),

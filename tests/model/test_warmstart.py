@@ -356,7 +356,7 @@ def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny
 
     from chartrl import tracking
     from chartrl.cli import main
-    from chartrl.commands.model import checkpoint_folder, resume_key
+    from chartrl.commands.warmstart import checkpoint_folder, resume_key
     from chartrl.config import PromptConfig, WarmstartConfig, to_plain, tools_config, validate_section
     from chartrl.data.contract import write_split
     from chartrl.errors import Stopped

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from pathlib import Path
 
 import pytest
 from composed import compose_verl
@@ -14,9 +15,12 @@ from omegaconf import OmegaConf
 from chartrl.verl_backend.hydra import override_key
 from chartrl.verl_backend.overrides import (
     TOOL_AGENT,
+    WORKDIR,
     SeriesFiles,
+    eval_overrides,
     generation_overrides,
     mlflow_overrides,
+    resolve_placeholders,
     response_length,
     train_overrides,
 )
@@ -237,7 +241,7 @@ def test_every_key_is_set_once_and_all_series_are_quick(composed, gpu_config):
     for sid in TRAIN:
         keys = [override_key(o) for o in train_overrides(gpu_config, sid, ".")]
         assert len(keys) == len(set(keys)), sid
-    print(f"overrides generated and composed for 14 series in {composed['_seconds']:.2f}s")
+    print(f"overrides generated and composed for {len(gpu_config.series)} series in {composed['_seconds']:.2f}s")
     assert composed["_seconds"] < 60
 
 
@@ -286,3 +290,16 @@ def test_the_optimiser_settings_reach_the_keys_verl_reads(gpu_config):
     assert optim.weight_decay == 0.02 and tuple(optim.betas) == (0.9, 0.999)  # verl's, torch's and EasyR1's betas
     keys = {override_key(o) for o in overrides}
     assert not keys & {"actor_rollout_ref.actor.grad_clip", "actor_rollout_ref.actor.freeze_vision_tower"}
+
+
+def test_the_workflows_overrides_name_no_path_of_the_checkout_and_the_job_fills_them_in(gpu_config, tmp_path):
+    """The rules write a verl job's overrides under WORKDIR and CHARTRL_PACKAGE (no absolute path in a job's params:
+    a checkout moved with its results reruns nothing); in the job, its working directory and chartrl's folder take
+    their place, giving the overrides generated for that folder."""
+    package = str(Path(train_overrides.__code__.co_filename).parents[1])
+    for sid in ("e2", "e6", "e12"):  # a judge's cache and the tokenizer of the length term are paths too
+        written = train_overrides(gpu_config, sid, WORKDIR)
+        assert not any(str(tmp_path) in o or package in o for o in written)
+        assert resolve_placeholders(written, tmp_path) == train_overrides(gpu_config, sid, tmp_path)
+    written = eval_overrides(gpu_config, "e13", WORKDIR)
+    assert resolve_placeholders(written, tmp_path) == eval_overrides(gpu_config, "e13", tmp_path)

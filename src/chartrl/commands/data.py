@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from chartrl import tracking
+from chartrl.commands.spec import Reads, read_job_spec
 from chartrl.config import DatasetConfig, MlflowSettings
+from chartrl.data.stage import build_card, build_split, card_metrics, draw_sample_sheet
 from chartrl.errors import UsageError
+from chartrl.files import write_json
 
 log = logging.getLogger(__name__)
+HOLDS = "the dataset's resolved config, as the data rules write it"
+READS = {
+    # the dataset's section, narrowed to the split (its source's split_options), local paths as the config names
+    # them (relative to --root); data.min_box_coverage comes as --min-box-coverage
+    "data build": Reads("data build", entries=("dataset",), holds=HOLDS),
+    "data card": Reads("data card", entries=("dataset",), holds=HOLDS),
+}
 
 
-def dataset_from_spec(text: str) -> DatasetConfig:
+def dataset_from_spec(text: str, reads: Reads) -> DatasetConfig:
+    spec = read_job_spec(text, reads)
     try:
-        return DatasetConfig.from_dict(json.loads(text))
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise UsageError(f"--spec is not a dataset spec as the data rule writes it: {err}") from err
+        return DatasetConfig.from_dict(spec["dataset"])
+    except (KeyError, TypeError) as err:
+        raise UsageError(f"--spec must hold {HOLDS}: {err}") from err
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from chartrl.data.stage import build_split
-
-    dataset = dataset_from_spec(args.spec)
+    dataset = dataset_from_spec(args.spec, READS["data build"])
     if args.split not in dataset.splits:
         raise UsageError(f"split {args.split!r} is not in the spec (it has {', '.join(dataset.splits)})")
     build_split(
@@ -39,11 +48,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_card(args: argparse.Namespace) -> int:
-    from chartrl import tracking
-    from chartrl.data.stage import build_card, card_metrics, draw_sample_sheet
-    from chartrl.files import write_json
-
-    dataset = dataset_from_spec(args.spec)
+    dataset = dataset_from_spec(args.spec, READS["data card"])
     if len(args.parquets) != len(args.rejects):
         raise UsageError("give one --rejects file per --parquets file, in the same order")
     split_files, reject_files = {}, {}

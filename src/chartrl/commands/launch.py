@@ -11,6 +11,7 @@ from pathlib import Path
 
 from chartrl.installation import refuse_a_stale_install
 from chartrl.launch import LAUNCHERS, Job, main_command, run_job
+from chartrl.ray_head import default_temp_dir, read_state, start_head, stop_head
 
 
 def _names(values: list[str]) -> tuple[str, ...]:
@@ -33,8 +34,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_head(args: argparse.Namespace) -> int:
-    from chartrl.ray_head import default_temp_dir, read_state, start_head, stop_head
-
     temp_dir = Path(args.temp_dir) if args.temp_dir else default_temp_dir(Path.cwd())
     if args.action == "start":
         state = start_head(

@@ -7,16 +7,16 @@ import json
 import logging
 from pathlib import Path
 
+from chartrl import tracking
 from chartrl.config import parse_config
 from chartrl.errors import UsageError
+from chartrl.report.build import build_report
 
 log = logging.getLogger(__name__)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from chartrl import tracking
-    from chartrl.report.build import build_report
-
+    """The report reads the whole resolved config (``--config``, the report rule's params): it shows it."""
     try:
         config = parse_config(json.loads(args.config))
     except json.JSONDecodeError as err:

@@ -13,13 +13,50 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands.evaluate import eval_spec, eval_tags, parent_run_id
-from chartrl.commands.spec import given_spec
-from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RerankConfig, RolloutConfig, tools_config
+from chartrl import tracking
+from chartrl.commands.runs import eval_arguments, eval_tags, parent_run_id
+from chartrl.commands.spec import Reads, given_spec, read_job_spec
+from chartrl.config import (
+    EvaluateConfig,
+    JudgeConfig,
+    MlflowSettings,
+    PromptConfig,
+    RerankConfig,
+    RolloutConfig,
+    tools_config,
+)
+from chartrl.data.contract import read_split
 from chartrl.errors import UsageError
+from chartrl.evaluate.checkpoints import resolve_checkpoint
+from chartrl.evaluate.rerank import charts_by_id, rerank_scores, sample_responses
+from chartrl.files import write_json
+from chartrl.judge import judge_for_accuracy, log_judge_usage
+from chartrl.judge.prm import OpenAIScorer
+from chartrl.model.policy import load_policy
 from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
+HOLDS = "the eval series (with its id) and its train series (of), as the rerank rules write them"
+READS = {
+    # the series' rerank settings say the rest
+    "rerank": Reads(
+        "rerank",
+        sections=("rollout", "prompts", "tools"),
+        keys={"evaluate": ("limit", "threads")},
+        entries=("series", "of"),
+        with_ids=("series",),
+        holds=HOLDS,
+    ),
+    # judge: given only for a scorer that judges
+    "rerank-score": Reads(
+        "rerank-score",
+        sections=("judge",),
+        keys={"evaluate": ("bootstrap_samples", "confidence", "seed", "greedy")},
+        entries=("series", "of"),
+        with_ids=("series",),
+        holds=HOLDS,
+    ),
+}
 
 
 def _rerank_of(series: dict[str, Any]) -> RerankConfig:
@@ -29,13 +66,7 @@ def _rerank_of(series: dict[str, Any]) -> RerankConfig:
 
 
 def cmd_rerank(args: argparse.Namespace) -> int:
-    from chartrl import tracking
-    from chartrl.data.contract import read_split
-    from chartrl.evaluate.checkpoints import resolve_checkpoint
-    from chartrl.evaluate.rerank import sample_responses
-    from chartrl.model.policy import load_policy
-
-    spec = eval_spec(args.spec, ("evaluate", "rollout", "prompts", "tools"))
+    spec = read_job_spec(args.spec, READS["rerank"])
     series, of = spec["series"], spec["of"]
     rerank = _rerank_of(series)
     evaluate = EvaluateConfig(**spec["evaluate"])
@@ -77,14 +108,7 @@ def rerank_metrics(result: dict[str, Any]) -> dict[str, float]:
 def cmd_rerank_score(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
-    from chartrl import tracking
-    from chartrl.config import JudgeConfig
-    from chartrl.evaluate.rerank import rerank_scores
-    from chartrl.files import write_json
-    from chartrl.judge import judge_for_accuracy, log_judge_usage
-    from chartrl.judge.prm import OpenAIScorer
-
-    spec = eval_spec(args.spec, ("judge", "evaluate"))
+    spec = read_job_spec(args.spec, READS["rerank-score"])
     series = spec["series"]
     if args.scorer not in series.get("scorers", []):
         raise UsageError(
@@ -96,8 +120,6 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
     judge = judge_for_accuracy(args.scorer, judge_config)
     external, charts = None, None
     if "scorer" in rerank.by:
-        from chartrl.evaluate.rerank import charts_by_id
-
         external = OpenAIScorer.from_rerank(rerank.scorer)
         ids = pq.read_table(args.samples, columns=["id"]).column("id").to_pylist()
         charts = charts_by_id(Path(args.data), ids)
@@ -152,8 +174,6 @@ def cmd_rerank_score(args: argparse.Namespace) -> int:
 
 
 def register(stages: argparse._SubParsersAction) -> None:
-    from chartrl.commands.evaluate import eval_arguments
-
     common = eval_arguments()
 
     sample = stages.add_parser("rerank", parents=[common], help="N sampled responses per test question (best-of-N)")

@@ -7,24 +7,24 @@ import json
 import logging
 from pathlib import Path
 
-from chartrl.commands.spec import read_job_spec
+from chartrl.commands.spec import Reads, read_job_spec
 from chartrl.config import PromptConfig, RolloutConfig, tools_config
+from chartrl.data.contract import read_split
+from chartrl.model.policy import load_policy
+from chartrl.rollout.episodes import run_episodes
+from chartrl.rollout.generations import draw_gallery, write_generations
+from chartrl.rollout.sampling import SamplingParams
+from chartrl.rollout.statistics import rollout_statistics
 from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
+READS = {"rollout": Reads("rollout", sections=("prompts", "tools", "rollout"))}
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
     import torch
 
-    from chartrl.data.contract import read_split
-    from chartrl.model.policy import load_policy
-    from chartrl.rollout.episodes import run_episodes
-    from chartrl.rollout.generations import draw_gallery, write_generations
-    from chartrl.rollout.sampling import SamplingParams
-    from chartrl.rollout.statistics import rollout_statistics
-
-    sections = read_job_spec(args.spec, ("prompts", "tools", "rollout"))
+    sections = read_job_spec(args.spec, READS["rollout"])
     rollout = RolloutConfig(**sections["rollout"])
     torch.manual_seed(args.seed)
     if args.threads:

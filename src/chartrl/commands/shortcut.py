@@ -16,34 +16,48 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands.spec import read_job_spec
-from chartrl.config import ShortcutFilterConfig
+from chartrl import tracking
+from chartrl.commands.spec import FILTER_HOLDS, Reads, filter_settings, read_job_spec
+from chartrl.config import EvaluateConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config
+from chartrl.data.contract import read_split, write_split
+from chartrl.errors import UsageError
+from chartrl.evaluate.shortcut import (
+    answers_by_question,
+    card_metrics,
+    decide,
+    examined_rows,
+    filtered_split,
+    sample_answers,
+    shortcut_card,
+)
+from chartrl.files import write_json
+from chartrl.model.policy import load_policy
+from chartrl.rollout.generations import write_generations
 from chartrl.threads import use_threads
 
 log = logging.getLogger(__name__)
-ANSWER_SECTIONS = ("rollout", "prompts", "tools", "evaluate")
-
-
-def read_spec(text: str, sections: tuple[str, ...] = ANSWER_SECTIONS) -> tuple[dict[str, Any], ShortcutFilterConfig]:
-    """The job's spec and its dataset's filter settings (validated, defaults filled)."""
-    from chartrl.config import validate_fragment
-
-    holds = "the dataset's shortcut_filter settings with the dataset's name as id, as the filter rules write them"
-    spec = read_job_spec(text, sections, entries=("filter",), with_ids=("filter",), holds=holds)
-    name = spec["filter"]["id"]
-    settings = {k: v for k, v in spec["filter"].items() if k not in ("id", "enabled")}
-    checked = validate_fragment(settings, "shortcut_filter", f"datasets.{name}.shortcut_filter")
-    return spec, ShortcutFilterConfig.from_dict(checked)
+READS = {
+    "shortcut answers": Reads(
+        "shortcut answers",
+        sections=("rollout", "prompts", "tools"),
+        keys={"evaluate": ("threads",)},
+        entries=("filter",),
+        with_ids=("filter",),
+        holds=FILTER_HOLDS,
+    ),
+    "shortcut filter": Reads(
+        "shortcut filter",
+        keys={"evaluate": ("bootstrap_samples", "confidence", "seed")},
+        entries=("filter",),
+        with_ids=("filter",),
+        holds=FILTER_HOLDS,
+    ),
+}
 
 
 def cmd_answers(args: argparse.Namespace) -> int:
-    from chartrl.config import EvaluateConfig, PromptConfig, RolloutConfig, tools_config
-    from chartrl.data.contract import read_split
-    from chartrl.evaluate.shortcut import examined_rows, sample_answers
-    from chartrl.model.policy import load_policy
-    from chartrl.rollout.generations import write_generations
-
-    spec, settings = read_spec(args.spec)
+    spec = read_job_spec(args.spec, READS["shortcut answers"])
+    settings = filter_settings(spec)
     use_threads(EvaluateConfig(**spec["evaluate"]).threads)
     rows = examined_rows(read_split(args.data), settings)
     episodes = sample_answers(
@@ -63,21 +77,8 @@ def cmd_answers(args: argparse.Namespace) -> int:
 def cmd_filter(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
-    from chartrl import tracking
-    from chartrl.config import EvaluateConfig, MlflowSettings
-    from chartrl.data.contract import read_split, write_split
-    from chartrl.errors import UsageError
-    from chartrl.evaluate.shortcut import (
-        answers_by_question,
-        card_metrics,
-        decide,
-        examined_rows,
-        filtered_split,
-        shortcut_card,
-    )
-    from chartrl.files import write_json
-
-    spec, settings = read_spec(args.spec, ("evaluate",))
+    spec = read_job_spec(args.spec, READS["shortcut filter"])
+    settings = filter_settings(spec)
     dataset = spec["filter"]["id"]
     evaluate = EvaluateConfig(**spec["evaluate"])
     rows = read_split(args.data)

@@ -5,47 +5,36 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
 
-from chartrl.commands.spec import given_spec, read_job_spec
+from chartrl.commands.spec import Reads, given_spec, read_job_spec, series_from
 from chartrl.config import (
     ConfigError,
+    JudgeConfig,
     MlflowSettings,
     PromptConfig,
     RolloutConfig,
-    TrainSeries,
-    parse_reward_spec,
     tools_config,
     train_config,
 )
+from chartrl.data.contract import read_split
 from chartrl.errors import UsageError
+from chartrl.model.policy import load_policy
+from chartrl.rewards import accuracy_signal, build_reward
 from chartrl.threads import use_threads
+from chartrl.train.trainer import Trainer, TrainJob, check_setup
 
 log = logging.getLogger(__name__)
-SECTIONS = ("train", "rollout", "prompts", "tools", "judge")
-
-
-def train_spec(text: str, sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
-    """The train rule's spec (on either backend): the series (with its id) and the sections training reads, each
-    validated, and the checkpoint steps to keep."""
-    holds = "the series (with its id), as the train rule writes it"
-    return read_job_spec(text, sections, entries=("series",), with_ids=("series",), holds=holds)
-
-
-def series_from(section: dict[str, Any], dataset: str) -> TrainSeries:
-    if section.get("kind") != "train":
-        raise ConfigError(f"series {section['id']} is a {section.get('kind')} series; only train series train")
-    reward = parse_reward_spec(section["reward"], key=f"series.{section['id']}.reward")
-    return TrainSeries(
-        id=section["id"],
-        generation=section["generation"],
-        description=section.get("description", ""),
-        tools=section["tools"],
-        reward=reward,
-        algorithm=section["algorithm"],
-        dataset=section.get("dataset", dataset),
-        shortcut_filter=bool(section.get("shortcut_filter", False)),
-    )
+READS = {
+    # the series' own train and judge keys are in its train and judge sections; judge: given only when the
+    # series' reward judges (a rule-graded series reads none of it)
+    "train": Reads(
+        "train",
+        sections=("train", "rollout", "prompts", "tools", "judge"),
+        entries=("series",),
+        with_ids=("series",),
+        holds="the series (with its id), as the train rule writes it",
+    ),
+}
 
 
 def freeze_vision_tower(model) -> int:
@@ -62,14 +51,7 @@ def freeze_vision_tower(model) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from chartrl.config import JudgeConfig
-    from chartrl.data.contract import read_split
-    from chartrl.model.policy import load_policy
-    from chartrl.rewards import build_reward
-    from chartrl.rewards.registry import accuracy_signal
-    from chartrl.train.trainer import Trainer, TrainJob, check_setup
-
-    spec = train_spec(args.spec)
+    spec = read_job_spec(args.spec, READS["train"])
     train = train_config(spec["train"])
     series = series_from(spec["series"], train.dataset)
     judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")

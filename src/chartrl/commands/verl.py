@@ -19,54 +19,93 @@ import logging
 import os
 from pathlib import Path
 
-from chartrl.commands.spec import given_spec, read_job_spec
-from chartrl.config import ConfigError
+from chartrl.commands.spec import FILTER_HOLDS, Reads, filter_settings, given_spec, read_job_spec, series_from
+from chartrl.config import (
+    ConfigError,
+    EvalSeries,
+    MlflowSettings,
+    PromptConfig,
+    load_config,
+    model_config,
+    tools_config,
+    train_config,
+)
+from chartrl.data.contract import read_split
 from chartrl.errors import UsageError
 from chartrl.installation import refuse_a_stale_install
+from chartrl.rewards import accuracy_signal
+from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
+from chartrl.verl_backend.checks import IGNORED_BY_VERL, ignored_train_keys
 from chartrl.verl_backend.driver import refuse_an_old_driver
+from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
+from chartrl.verl_backend.generations import convert_dump
+from chartrl.verl_backend.job import ENTRY_VARIABLE, VerlTrainJob, override_values, run_train_job
+from chartrl.verl_backend.overrides import eval_overrides, resolve_placeholders, train_overrides
+from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
+from chartrl.verl_backend.snapshot import missing_snapshot_problem
 
 log = logging.getLogger(__name__)
-SPEC_SECTIONS = ("train", "rollout", "prompts", "tools", "judge", "model", "verl")
+VERL_SECTIONS = ("prompts", "tools", "model", "rollout", "verl")
+READS = {
+    # judge: given only when the series' reward judges, as for `chartrl train`
+    "verl train": Reads(
+        "verl train",
+        sections=("train", "judge", *VERL_SECTIONS),
+        entries=("series",),
+        with_ids=("series",),
+        holds="the series (with its id), as the train rule writes it",
+    ),
+    # n, greedy and limit of evaluate reach verl in the job's overrides
+    "verl generate": Reads(
+        "verl generate",
+        sections=VERL_SECTIONS,
+        keys={"evaluate": ("gallery_size",)},
+        entries=("series", "of"),
+        with_ids=("series", "of"),
+        holds="the eval series and its train series (`of`), as the generate rule writes",
+    ),
+    "verl shortcut-answers": Reads(
+        "verl shortcut-answers", sections=VERL_SECTIONS, entries=("filter",), with_ids=("filter",), holds=FILTER_HOLDS
+    ),
+}
 
 
 def before_verl_starts() -> None:
     """What a verl job checks on the node it runs on, in the environment it runs (a Ray job's may be another than
     its launcher's: ray.python): a driver its CUDA wheels run on (unless a test stand-in replaces verl, which needs
     no GPU: chartrl.verl_backend.job.ENTRY_VARIABLE), and the checkout's code."""
-    from chartrl.verl_backend.job import ENTRY_VARIABLE
-
     if not os.environ.get(ENTRY_VARIABLE):
         refuse_an_old_driver()
     refuse_a_stale_install()
 
 
-def cmd_overrides(args: argparse.Namespace) -> int:
-    from chartrl.config import EvalSeries, load_config
-    from chartrl.verl_backend.overrides import eval_overrides, train_overrides
+def job_overrides(values: list[str]) -> list[str]:
+    """The verl overrides after ``--``, with this job's working directory and chartrl's folder in place of the
+    rule's ``WORKDIR`` and ``CHARTRL_PACKAGE`` (chartrl.verl_backend.overrides: no path of the checkout is in a
+    job's params); verl's Ray actors need the paths absolute."""
+    overrides = [o for o in values if o != "--"]
+    if not overrides:
+        raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
+    return resolve_placeholders(overrides, Path.cwd())
 
+
+def cmd_overrides(args: argparse.Namespace) -> int:
     config = load_config(args.configfile, root=args.root)
     if args.series not in config.series:
         raise ConfigError(f"unknown series '{args.series}'; series are: {', '.join(config.series)}")
     if isinstance(config.series[args.series], EvalSeries):
-        lines = eval_overrides(config, args.series, args.workdir)
+        lines = eval_overrides(config, args.series, Path(args.workdir).resolve())
     else:
-        lines = train_overrides(config, args.series, args.workdir)
+        lines = train_overrides(config, args.series, Path(args.workdir).resolve())
     print("\n".join(lines))
     return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from chartrl.commands.train import series_from, train_spec
-    from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config, train_config
-    from chartrl.rewards.registry import accuracy_signal
-    from chartrl.verl_backend.job import VerlTrainJob, run_train_job
-
     before_verl_starts()
 
-    spec = train_spec(args.spec, SPEC_SECTIONS)
-    overrides = [o for o in args.overrides if o != "--"]
-    if not overrides:
-        raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
+    spec = read_job_spec(args.spec, READS["verl train"])
+    overrides = job_overrides(args.overrides)
     train = train_config(spec["train"])
     series = series_from(spec["series"], train.dataset)
     judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
@@ -93,8 +132,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def require_model_snapshot(model) -> None:
     """A job pinned to ``model.revision`` starts only once that commit is downloaded (``verl_backend.snapshot``)."""
-    from chartrl.verl_backend.snapshot import missing_snapshot_problem
-
     problem = missing_snapshot_problem(model)
     if problem:
         raise UsageError(problem)
@@ -102,27 +139,15 @@ def require_model_snapshot(model) -> None:
 
 def warn_ignored_train_keys(series_id: str, train) -> None:
     """Log each train key this series sets that verl 0.9.1 does not apply (``checks.IGNORED_BY_VERL``)."""
-    from chartrl.verl_backend.checks import IGNORED_BY_VERL, ignored_train_keys
-
     for key in ignored_train_keys(train):
         log.warning("not applied on verl: " + IGNORED_BY_VERL[key].format(series=series_id))
 
 
-GENERATE_SECTIONS = ("evaluate", "prompts", "tools", "model", "rollout", "verl")
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
-    from chartrl.config import MlflowSettings, PromptConfig, model_config, tools_config
-    from chartrl.verl_backend.evaluation import VerlGenerationJob, run_generation_job
-    from chartrl.verl_backend.job import override_values
-
     before_verl_starts()
 
-    holds = "the eval series and its train series (`of`), as the generate rule writes"
-    spec = read_job_spec(args.spec, GENERATE_SECTIONS, entries=("series", "of"), with_ids=("series", "of"), holds=holds)
-    overrides = [o for o in args.overrides if o != "--"]
-    if not overrides:
-        raise UsageError("give the verl overrides after `--` (chartrl verl overrides --series ID prints them)")
+    spec = read_job_spec(args.spec, READS["verl generate"])
+    overrides = job_overrides(args.overrides)
     length = override_values(overrides).get("actor_rollout_ref.rollout.response_length")
     job = VerlGenerationJob(
         series=spec["series"],
@@ -146,16 +171,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_shortcut_answers(args: argparse.Namespace) -> int:
-    from chartrl.commands.shortcut import read_spec
-    from chartrl.config import PromptConfig, model_config, tools_config
-    from chartrl.verl_backend.shortcut import ShortcutAnswersJob, run_shortcut_answers_job
-
     before_verl_starts()
 
-    spec, settings = read_spec(args.spec, ("prompts", "tools", "model", "rollout", "verl"))
-    overrides = [o for o in args.overrides if o != "--"]
-    if not overrides:
-        raise UsageError("give the verl overrides after `--` (the shortcut_answers rule writes them)")
+    spec = read_job_spec(args.spec, READS["verl shortcut-answers"])
+    settings = filter_settings(spec)
+    overrides = job_overrides(args.overrides)
     job = ShortcutAnswersJob(
         dataset=spec["filter"]["id"],
         settings=settings,
@@ -172,8 +192,6 @@ def cmd_shortcut_answers(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
-
     run = json.loads(Path(args.run).read_text())
     if run.get("backend") != "verl":
         raise UsageError(f"{args.run} is a {run.get('backend')} run; only verl checkpoints need merging")
@@ -185,9 +203,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_generations(args: argparse.Namespace) -> int:
-    from chartrl.data.contract import read_split
-    from chartrl.verl_backend.generations import convert_dump
-
     records = convert_dump(
         args.dump,
         read_split(args.data),

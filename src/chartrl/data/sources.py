@@ -102,10 +102,12 @@ def resolve_paths(source: str, options: dict[str, Any], root: Path) -> dict[str,
     return SOURCES[source].resolve_paths(dict(options), root)
 
 
-def split_spec(dataset: DatasetConfig, split: str, root: Path) -> dict[str, Any]:
-    """The resolved config one split job depends on (its Snakemake params), local paths made absolute."""
+def split_spec(dataset: DatasetConfig, split: str, root: Path | None = None) -> dict[str, Any]:
+    """The resolved config one split job depends on (its Snakemake params): local paths as the config names them,
+    or made absolute against ``root``."""
     spec = dataset.to_dict()
-    spec["options"] = resolve_paths(dataset.source, source_of(dataset).split_options(spec["options"], split), root)
+    options = source_of(dataset).split_options(spec["options"], split)
+    spec["options"] = options if root is None else resolve_paths(dataset.source, options, root)
     spec["splits"] = [split]
     return spec
 

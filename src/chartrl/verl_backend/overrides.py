@@ -8,7 +8,10 @@ What each group of overrides does, and why:
   adapter's base weights from safetensors, as verl's LoRA recipe requires); the attention the GPU environment
   has (``verl.attn_implementation``, :func:`attention_overrides`).
 - data: our contract converted to verl's RL dataset (``chartrl.verl_backend.data``), absolute paths, because
-  verl's trainer and workers run as Ray actors whose working directory is not the job's.
+  verl's trainer and workers run as Ray actors whose working directory is not the job's. The workflow writes them
+  under :data:`WORKDIR` and :data:`PACKAGE` (placeholders, so that no path of the checkout is in a job's params;
+  a checkout moved with its results reruns nothing); the job puts its own folders in their place
+  (:func:`resolve_placeholders`).
 - rollout: vLLM (verl's own default, ``null``, fails), ``n``, sampling, and the agent loop: verl's ``tool_agent``
   with each pass capped at ``rollout.max_new_tokens`` (``chartrl.verl_backend.agent_loop``, registered with verl
   from ``agent_loops.yaml``), ``max_assistant_turns = tools.max_tool_turns + 1`` (one tool turn: the call, then the
@@ -34,8 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chartrl.config import Config, ConfigError, EvalSeries, TrainSeries
+from chartrl.config import Config, ConfigError, EvalSeries, TrainSeries, to_plain
+from chartrl.rewards import accuracy_signal
+from chartrl.train.algorithms import get_algorithm
 from chartrl.verl_backend.hydra import override
+from chartrl.verl_backend.snapshot import snapshot_folder
+
+WORKDIR = Path("WORKDIR")
+"""The workflow's working directory, as a job's overrides name it (``workdir=WORKDIR``): a plain word, so that
+Hydra reads the paths under it as it reads absolute ones, unquoted."""
+PACKAGE = Path("CHARTRL_PACKAGE")
+"""The chartrl package's folder, as a job's overrides name it."""
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 REWARD_MODULE = "pkg://chartrl.verl_backend.rewards"
 GENERATION_REWARD = "generation_record"
@@ -44,7 +57,8 @@ each line of verl's generation dump to its question (``chartrl.verl_backend.rewa
 TOOL_AGENT = "chartrl_tool_agent"
 """The tool series' agent loop: verl's ``tool_agent`` with each pass capped at ``rollout.max_new_tokens``
 (``chartrl.verl_backend.agent_loop``), registered with verl from :data:`AGENT_LOOPS_FILE`."""
-AGENT_LOOPS_FILE = Path(__file__).with_name("agent_loops.yaml")
+AGENT_LOOPS_FILE = Path("verl_backend") / "agent_loops.yaml"
+"""Under the package's folder."""
 MAX_TOKENS_PER_TURN = "max_tokens_per_turn"
 """The key under ``actor_rollout_ref.rollout.custom`` (verl's extension point) that holds the per-pass cap."""
 SINGLE_TURN_AGENT = "single_turn_agent"
@@ -56,6 +70,29 @@ NEVER_ENDING_EPOCHS = 100_000
 """verl stops at ``trainer.total_training_steps``; the epoch cap must not stop it first on a small dataset."""
 
 
+def resolved(path: str | Path) -> Path:
+    """``path`` made absolute, unless it is written under :data:`WORKDIR` (the workflow's form)."""
+    path = Path(path)
+    return path if path.parts[:1] == WORKDIR.parts else path.resolve()
+
+
+def package_dir(workdir: Path) -> Path:
+    """The package's folder as overrides for ``workdir`` name it: :data:`PACKAGE` in the workflow's form."""
+    return PACKAGE if workdir == WORKDIR else PACKAGE_DIR
+
+
+def resolve_placeholders(overrides: list[str], workdir: Path) -> list[str]:
+    """The workflow's overrides with the job's working directory and the package's folder in place of
+    :data:`WORKDIR` and :data:`PACKAGE`."""
+    places = {f"{WORKDIR}/": f"{workdir.resolve()}/", f"{PACKAGE}/": f"{PACKAGE_DIR}/"}
+    out = []
+    for value in overrides:
+        for placeholder, folder in places.items():
+            value = value.replace(placeholder, folder)
+        out.append(value)
+    return out
+
+
 @dataclass(frozen=True)
 class SeriesFiles:
     """Where one series' verl job reads and writes. Absolute: verl's Ray actors do not share the job's cwd."""
@@ -64,7 +101,7 @@ class SeriesFiles:
 
     @classmethod
     def of(cls, series_id: str, workdir: str | Path) -> SeriesFiles:
-        return cls(Path(workdir).resolve() / "results" / "runs" / series_id)
+        return cls(resolved(workdir) / "results" / "runs" / series_id)
 
     @property
     def verl_dir(self) -> Path:
@@ -104,7 +141,7 @@ class GenerationFiles:
 
     @classmethod
     def of(cls, series_id: str, workdir: str | Path) -> GenerationFiles:
-        return cls(Path(workdir).resolve() / "results" / "eval" / series_id / "verl")
+        return cls(resolved(workdir) / "results" / "eval" / series_id / "verl")
 
     @property
     def model_dir(self) -> Path:
@@ -149,20 +186,16 @@ def model_path(config: Config, workdir: Path) -> str:
     """The policy verl starts from, as every verl worker loads it: a local ``model.path`` made absolute; a hub id
     pinned by ``model.revision`` as that commit's snapshot folder in the Hugging Face cache
     (``chartrl.verl_backend.snapshot``: verl has no revision setting); a hub id without one as it is."""
-    from chartrl.verl_backend.snapshot import snapshot_folder
-
     model = config.model
     if model.path is None:
-        return str((workdir / "results" / "models" / "base").resolve())
-    local = workdir / model.path
-    if local.exists():
-        return str(local.resolve())
+        return str(resolved(workdir / "results" / "models" / "base"))
+    here = Path.cwd() if workdir == WORKDIR else workdir  # the workflow runs in its working directory
+    if (here / model.path).exists():
+        return str(resolved(workdir / model.path))
     return model.path if model.revision is None else str(snapshot_folder(model.path, model.revision))
 
 
 def uses_judge(series: TrainSeries) -> bool:
-    from chartrl.rewards import accuracy_signal
-
     return accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
 
 
@@ -174,8 +207,6 @@ def reward_kwargs(series: TrainSeries, config: Config, workdir: Path) -> dict[st
     """What ``chartrl.verl_backend.rewards`` receives besides each sample: the reward's params, the judge settings
     (only when it judges; the key's variable name, never the key), the tools the policy was offered and the
     tokenizer that counts response tokens (only when the length term is on)."""
-    from chartrl.config import to_plain
-
     kwargs: dict[str, Any] = {
         "params": to_plain(series.reward.params),
         "tools": list(config.tools.names) if series.tools else [],
@@ -184,21 +215,21 @@ def reward_kwargs(series: TrainSeries, config: Config, workdir: Path) -> dict[st
     if uses_judge(series):
         judge = config.judge_of(series.id).to_dict()  # with the series' own judge keys
         if judge["cache_path"] is not None:
-            judge["cache_path"] = str((workdir / judge["cache_path"]).resolve())
+            judge["cache_path"] = str(resolved(workdir / judge["cache_path"]))
         kwargs["judge"] = judge
     if uses_length(series):
         kwargs["tokenizer"] = model_path(config, workdir)
     return kwargs
 
 
-def _agent_overrides(series: TrainSeries, config: Config, files: SeriesFiles) -> list[str]:
+def _agent_overrides(series: TrainSeries, config: Config, files: SeriesFiles, workdir: Path) -> list[str]:
     rollout = "actor_rollout_ref.rollout"
     common = [override(f"{rollout}.agent.num_workers", config.verl.agent_num_workers)]
     if not series.tools:
         return [override(f"{rollout}.agent.default_agent_loop", SINGLE_TURN_AGENT), *common]
     return [
         override(f"{rollout}.agent.default_agent_loop", TOOL_AGENT),
-        override(f"{rollout}.agent.agent_loop_config_path", str(AGENT_LOOPS_FILE)),
+        override(f"{rollout}.agent.agent_loop_config_path", str(package_dir(workdir) / AGENT_LOOPS_FILE)),
         override(f"{rollout}.custom", {MAX_TOKENS_PER_TURN: config.rollout.max_new_tokens}, add=True),
         *common,
         override(f"{rollout}.multi_turn.enable", True),
@@ -211,8 +242,6 @@ def _agent_overrides(series: TrainSeries, config: Config, files: SeriesFiles) ->
 
 
 def _algorithm_overrides(series: TrainSeries, config: Config, length: int) -> list[str]:
-    from chartrl.train.algorithms import get_algorithm
-
     algorithm = get_algorithm(series.algorithm)
     actor = "actor_rollout_ref.actor"
     kl = config.train.kl_coef
@@ -367,7 +396,7 @@ def train_series(config: Config, series_id: str) -> TrainSeries:
 
 def train_overrides(config: Config, series_id: str, workdir: str | Path = ".") -> list[str]:
     """The overrides of series ``series_id``'s training job (without MLFLOW_RUN_ID: see :func:`mlflow_overrides`)."""
-    workdir = Path(workdir).resolve()
+    workdir = resolved(workdir)
     series = train_series(config, series_id)
     config = config.for_train_series(series_id)  # with the series' own train keys (a LoRA variant)
     files = SeriesFiles.of(series_id, workdir)
@@ -378,7 +407,7 @@ def train_overrides(config: Config, series_id: str, workdir: str | Path = ".") -
         *data_overrides(config, files.train_data, files.val_data, length, train.prompts_per_step),
         override("data.val_max_samples", train.val_rows),
         *rollout_overrides(config, length),
-        *_agent_overrides(series, config, files),
+        *_agent_overrides(series, config, files, workdir),
         *actor_overrides(config),
         *_algorithm_overrides(series, config, length),
         *reward_overrides(series.reward.name, reward_kwargs(series, config, workdir)),
@@ -417,7 +446,7 @@ def generation_overrides(
     train series ``of``) with the merged checkpoint ``model_dir``, dumping every generation as JSONL into
     ``dump_dir`` (``chartrl.verl_backend.generations`` turns it into the generations contract). The policy sees
     what it saw in training: the same prompt, agent loop, tools and response budget."""
-    workdir = Path(workdir).resolve()
+    workdir = resolved(workdir)
     series = config.series.get(series_id)
     if not isinstance(series, EvalSeries):
         eval_ids = ", ".join(s.id for s in config.eval_series)
@@ -426,7 +455,7 @@ def generation_overrides(
     config = config.for_train_series(series.of)  # the generating policy's own train keys (its LoRA)
     files = SeriesFiles.of(series.of, workdir)
     length = response_length(trained, config)
-    data_file, dump_dir = Path(data_file).resolve(), Path(dump_dir).resolve()
+    data_file, dump_dir = resolved(data_file), resolved(dump_dir)
     val = "actor_rollout_ref.rollout.val_kwargs"
     sampling = (
         [override(f"{val}.do_sample", False), override(f"{val}.temperature", 0)]
@@ -434,7 +463,7 @@ def generation_overrides(
         else [override(f"{val}.do_sample", True), override(f"{val}.temperature", config.rollout.temperature)]
     )
     start = series.checkpoint == "start"  # the starting model itself: model.path, nothing merged, no adapter
-    model_dir = Path(model_path(config, workdir)) if start else Path(model_dir).resolve()
+    model_dir = Path(model_path(config, workdir)) if start else resolved(model_dir)
     lora = (
         # verl's merger writes a LoRA run as the base weights plus lora_adapter/ (chartrl.verl_backend.checkpoints)
         [override("actor_rollout_ref.model.lora_adapter_path", str(model_dir / "lora_adapter"))]
@@ -447,7 +476,7 @@ def generation_overrides(
         *data_overrides(config, data_file, data_file, length, config.train.prompts_per_step, drop_overlong=False),
         override("data.val_max_samples", limit if limit is not None else -1),
         *rollout_overrides(config, length),
-        *_agent_overrides(trained, config, files),
+        *_agent_overrides(trained, config, files, workdir),
         override(f"{val}.n", n),
         *sampling,
         *actor_overrides(config),

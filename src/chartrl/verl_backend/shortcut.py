@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chartrl.config import Config, ConfigError, ModelConfig, PromptConfig, ShortcutFilterConfig, ToolsConfig
+from chartrl.data.contract import read_split
 from chartrl.errors import UsageError
+from chartrl.evaluate.shortcut import control_rows, examined_rows
+from chartrl.verl_backend.data import write_verl_dataset
+from chartrl.verl_backend.generations import convert_dump
 from chartrl.verl_backend.hydra import override
+from chartrl.verl_backend.job import VerlJobError, override_values, run_verl, verl_entry
 from chartrl.verl_backend.overrides import (
     GENERATION_REWARD,
     SINGLE_TURN_AGENT,
@@ -33,6 +38,7 @@ from chartrl.verl_backend.overrides import (
     data_overrides,
     hydra_overrides,
     model_overrides,
+    resolved,
     reward_overrides,
     rollout_overrides,
 )
@@ -48,7 +54,7 @@ class ShortcutFiles:
 
     @classmethod
     def of(cls, dataset: str, workdir: str | Path) -> ShortcutFiles:
-        return cls(Path(workdir).resolve() / "results" / "filter" / dataset / "verl")
+        return cls(resolved(workdir) / "results" / "filter" / dataset / "verl")
 
     @property
     def data_file(self) -> Path:
@@ -74,7 +80,7 @@ def shortcut_overrides(config: Config, dataset: str, workdir: str | Path = ".") 
     the control questions (one no-tool pass of ``rollout.max_new_tokens``), ``k`` samples each at the rollout
     temperature, dumped as JSONL. A val_only job updates nothing: the algorithm is plain GRPO without KL."""
     settings = filter_settings(config, dataset)
-    workdir = Path(workdir).resolve()
+    workdir = resolved(workdir)
     files = ShortcutFiles.of(dataset, workdir)
     length = config.rollout.max_new_tokens
     rollout, val = "actor_rollout_ref.rollout", "actor_rollout_ref.rollout.val_kwargs"
@@ -127,8 +133,6 @@ class ShortcutAnswersJob:
 def check_overrides(job: ShortcutAnswersJob) -> dict[str, str]:
     """The overrides must be this dataset's answers job (``chartrl verl overrides`` cannot print them: use
     ``snakemake -n -p``); returns their values."""
-    from chartrl.verl_backend.job import override_values
-
     values = override_values(job.overrides)
     expected = {
         "data.val_files": str(job.files.data_file),
@@ -149,12 +153,6 @@ def check_overrides(job: ShortcutAnswersJob) -> dict[str, str]:
 def run_shortcut_answers_job(job: ShortcutAnswersJob, entry: Sequence[str] | None = None) -> int:
     """Prepare, run verl with ``trainer.val_only`` (``entry``: default ``verl_entry()``), convert; returns the
     number of answers written."""
-    from chartrl.data.contract import read_split
-    from chartrl.evaluate.shortcut import control_rows, examined_rows
-    from chartrl.verl_backend.data import write_verl_dataset
-    from chartrl.verl_backend.generations import convert_dump
-    from chartrl.verl_backend.job import VerlJobError, run_verl, verl_entry
-
     entry = verl_entry() if entry is None else entry
     values = check_overrides(job)
     rows = examined_rows(read_split(job.data), job.settings)

@@ -1,0 +1,131 @@
+"""``chartrl score`` and ``chartrl diagonal``: an eval series' generations scored by one scorer, and the diagonal
+check of two scorers on the same generations, as the evaluate rules call them. MLflow: ``{series}/score/{scorer}``
+(``{series}/matrix/{scorer}`` for a matrix cell) and ``{series}/diagonal``, nested under the train series' run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from chartrl import tracking
+from chartrl.commands.runs import eval_arguments, eval_tags, last_step, parent_run_id
+from chartrl.commands.spec import Reads, given_spec, read_job_spec
+from chartrl.config import EvaluateConfig, JudgeConfig, MlflowSettings
+from chartrl.errors import UsageError
+from chartrl.evaluate.diagonal import diagonal
+from chartrl.evaluate.score import SCORER_JUDGES, score_generations
+from chartrl.files import write_json
+from chartrl.judge import log_judge_usage
+
+log = logging.getLogger(__name__)
+HOLDS = "the eval series (with its id) and its train series (of), as the evaluate rules write them"
+READS = {
+    "score": Reads(
+        "score", sections=("judge",), keys={"evaluate": ("year_rule",)}, entries=("series", "of"),
+        with_ids=("series",), holds=HOLDS,
+    ),  # judge: given only for a scorer that judges (SCORER_JUDGES)
+    "diagonal": Reads(
+        "diagonal", keys={"evaluate": ("bootstrap_samples", "confidence", "seed", "hacking_drift")},
+        entries=("series", "of"), with_ids=("series",), holds=HOLDS,
+    ),
+}  # fmt: skip
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    spec = read_job_spec(args.spec, READS["score"])
+    series = spec["series"]
+    if args.scorer not in series.get("scorers", []) and not args.matrix:
+        raise UsageError(
+            f"series {series['id']} does not use scorer {args.scorer!r} (its scorers: {series.get('scorers')})"
+        )
+    result, judge = score_generations(
+        Path(args.generations),
+        args.scorer,
+        JudgeConfig.from_dict(spec["judge"]),
+        EvaluateConfig(**spec["evaluate"]).year_rule,
+    )
+    write_json(args.out, result)
+    aggregate = result["aggregate"]
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = {**eval_tags(series, "score", parent_run_id(args.run)), "scorer": args.scorer}
+    if aggregate["year_rule"] is not None:  # a recipe's scorer (r1v, multiple_choice) reads no years
+        tags["year_rule"] = aggregate["year_rule"]
+    if judge is not None:
+        tags["judge"] = judge.describe().get("kind", judge.name)
+    stage = "matrix" if args.matrix and args.scorer not in series.get("scorers", []) else "score"
+    params = given_spec(args.spec, spec)
+    if judge is None:  # a scorer that asks no judge reads none of its settings (the rule's spec leaves them out)
+        params.pop("judge")
+    with tracking.stage_run(settings, f"{series['id']}/{stage}/{args.scorer}", tags, params) as run:
+        metrics = {f"test/{k}": v for k, v in aggregate.items() if isinstance(v, int | float) and v is not None}
+        for subset, values in aggregate["by_subset"].items():
+            if values["accuracy"] is not None:
+                metrics[f"test/accuracy_{subset}"] = values["accuracy"]
+        run.log_metrics(metrics)
+        if judge is not None:
+            log_judge_usage(run, judge)
+        run.log_artifact(args.out)
+    log.info("%s %s accuracy %s over %d items", series["id"], args.scorer, aggregate["accuracy"], aggregate["n"])
+    return 0
+
+
+def cmd_diagonal(args: argparse.Namespace) -> int:
+    spec = read_job_spec(args.spec, READS["diagonal"])
+    evaluate = EvaluateConfig(**spec["evaluate"])
+    first, second = (json.loads(Path(p).read_text()) for p in (args.first, args.second))
+    if first["aggregate"]["generations"] != second["aggregate"]["generations"]:
+        raise UsageError(
+            f"{args.first} and {args.second} scored different generations "
+            f"({first['aggregate']['generations']} vs {second['aggregate']['generations']}): no diagonal check"
+        )
+    result = diagonal(
+        first,
+        second,
+        samples=evaluate.bootstrap_samples,
+        confidence=evaluate.confidence,
+        seed=evaluate.seed,
+        hacking_drift=evaluate.hacking_drift,
+    )
+    result["generations"] = first["aggregate"]["generations"]
+    result["scores"] = [args.first, args.second]
+    write_json(args.out, result)
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = eval_tags(spec["series"], "diagonal", parent_run_id(args.run))
+    with tracking.stage_run(settings, f"{spec['series']['id']}/diagonal", tags, given_spec(args.spec, spec)) as run:
+        metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
+        if result["signed_drift"]["mean"] is not None:
+            metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
+        run.log_metrics(metrics)
+        run.log_artifact(args.out)
+    if str(spec["series"].get("checkpoint", "last")) == "last" and result["drift"] is not None:
+        train_run = tracking.existing_run(settings, parent_run_id(args.run))
+        if train_run is not None:  # the last checkpoint's drift beside the train run's test figures
+            train_run.log_metrics({"test/drift": result["drift"]}, step=last_step(args.run))
+    log.info(
+        "diagonal %s: drift %s kappa %s: %s", result["scorers"], result["drift"], result["kappa"], result["verdict"]
+    )
+    return 0
+
+
+def register(stages: argparse._SubParsersAction) -> None:
+    common = eval_arguments()
+
+    score = stages.add_parser("score", parents=[common], help="score generations with one scorer")
+    score.add_argument("--scorer", required=True, choices=sorted(SCORER_JUDGES))
+    score.add_argument("--generations", required=True)
+    score.add_argument("--out", required=True, help="scores_{scorer}.json")
+    score.add_argument(
+        "--matrix",
+        action="store_true",
+        help="a cell of the reward x scorer matrix: any scorer, not only the series' own (MLflow run "
+        "{series}/matrix/{scorer})",
+    )
+    score.set_defaults(func=cmd_score)
+
+    diag = stages.add_parser("diagonal", parents=[common], help="compare two scorers on the same generations")
+    diag.add_argument("--first", required=True, help="scores JSON of the first scorer (the rule)")
+    diag.add_argument("--second", required=True, help="scores JSON of the second scorer (judge or panel)")
+    diag.add_argument("--out", required=True, help="diagonal.json")
+    diag.set_defaults(func=cmd_diagonal)
