@@ -52,7 +52,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
     "commands": _floors(
         "spec config_reference runs",  # what other commands read
         "config data evaluate generate launch model plan report reward rollout score shortcut tools train warmstart",
-        "rerank verl warmstart_check",  # commands built on other commands
+        "rerank reruns verl warmstart_check",  # commands built on other commands
     ),
     "config": _floors("schema", "sections", "checks", "load"),
     "data": _floors(

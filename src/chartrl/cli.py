@@ -20,7 +20,7 @@ from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
 COMMAND_GROUPS = (
     "config", "plan", "data", "tools", "reward", "model", "warmstart", "warmstart_check", "rollout", "shortcut",
-    "train", "generate", "evaluate", "score", "rerank", "report", "verl", "launch",
+    "train", "generate", "evaluate", "score", "rerank", "report", "verl", "launch", "reruns",
 )  # fmt: skip
 """The modules of ``chartrl.commands`` that add commands (each has ``register(subparsers)``), in --help's order."""
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
