@@ -82,7 +82,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "protocol study_checks",
         "execute",
     ),
-    "train": _floors("algorithms batch checkpoints resume", "trainer"),
+    "train": _floors("algorithms batch checkpoints resume schedule", "trainer"),
     "verl_backend": _floors(
         "architectures checkpoints checks driver hydra metrics snapshot tool_config trajectory",
         "generations memory overrides rewards tools",

@@ -126,11 +126,12 @@ def test_sampler_log_probs_are_the_trainers(tools, warm_model_dir, synth_rows, d
 def test_the_learning_rate_follows_verls_schedule():
     """Warm-up from 0 (the first update only fills Adam's moments), then constant or a cosine to the floor."""
     from chartrl.config import load_config
+    from chartrl.train.schedule import learning_rate
 
     train = load_config(root=REPO).train
     constant = dataclasses.replace(train, lr=1e-4, lr_warmup_steps=4, steps=20)
-    assert [constant.lr_at(s) for s in (1, 2, 5, 20)] == pytest.approx([0.0, 2.5e-5, 1e-4, 1e-4])
+    assert [learning_rate(constant, s) for s in (1, 2, 5, 20)] == pytest.approx([0.0, 2.5e-5, 1e-4, 1e-4])
     cosine = dataclasses.replace(constant, lr_scheduler="cosine", min_lr_ratio=0.1)
-    assert cosine.lr_at(5) == pytest.approx(1e-4)
-    assert cosine.lr_at(20) == pytest.approx(1e-5, rel=0.2)
-    assert dataclasses.replace(train, lr_warmup_steps=0).lr_at(1) == train.lr
+    assert learning_rate(cosine, 5) == pytest.approx(1e-4)
+    assert learning_rate(cosine, 20) == pytest.approx(1e-5, rel=0.2)
+    assert learning_rate(dataclasses.replace(train, lr_warmup_steps=0), 1) == train.lr

@@ -465,30 +465,10 @@ class TrainConfig(Section):
         """The upper PPO clip: ``clip_ratio_high``, else ``clip_ratio``."""
         return self.clip_ratio if self.clip_ratio_high is None else self.clip_ratio_high
 
-    def lr_at(self, step: int) -> float:
-        """The learning rate of update ``step`` (1-based), from verl's own schedule functions
-        (``verl.utils.torch_functional``), which the verl backend's actor uses with the same settings."""
-        return self.lr * lr_factor(self.lr_scheduler, self.lr_warmup_steps, self.steps, self.min_lr_ratio, step)
-
     def saves(self, step: int) -> bool:
         """Whether a run of these settings writes a checkpoint at ``step`` (both backends save every
         ``checkpoint_every`` steps and the local trainer also after the last step)."""
         return 0 < step <= self.steps and (step % self.checkpoint_every == 0 or step == self.steps)
-
-
-def lr_factor(scheduler: str, warmup_steps: int, total_steps: int, min_lr_ratio: float, step: int) -> float:
-    """The share of the peak learning rate at update ``step`` (1-based): verl's
-    ``get_constant_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup``, which verl's FSDP actor steps
-    after every update, so update k runs at the schedule's value for k - 1."""
-    import torch
-    from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
-
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    if scheduler == "cosine":
-        schedule = get_cosine_schedule_with_warmup(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
-    else:
-        schedule = get_constant_schedule_with_warmup(optimizer, warmup_steps)
-    return float(schedule.lr_lambdas[0](step - 1))
 
 
 @dataclass(frozen=True)

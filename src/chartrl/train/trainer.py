@@ -47,6 +47,7 @@ from chartrl.train import checkpoints
 from chartrl.train.algorithms import get_algorithm, group_advantages, kl_loss, policy_loss, policy_loss_config
 from chartrl.train.batch import response_logprobs, update_batch
 from chartrl.train.resume import job_key, set_aside
+from chartrl.train.schedule import learning_rate
 
 log = logging.getLogger(__name__)
 PROGRESS_KEY = "reward/overall"  # logged every step: how a resumed run finds what MLflow already holds
@@ -321,7 +322,7 @@ class Trainer:
             degenerate = [len({scores[i] for i in np.flatnonzero(groups == g)}) == 1 for g in sorted(set(groups))]
             keep = [i for i in range(len(episodes)) if not (job.train.exclude_degenerate and degenerate[groups[i]])]
         with timer("update_actor", metrics):
-            lr = job.train.lr_at(step)
+            lr = learning_rate(job.train, step)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             metrics["actor/lr"] = lr
