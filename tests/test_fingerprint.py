@@ -120,7 +120,8 @@ def test_a_registry_entry_is_added_by_name_with_what_it_imports(tmp_path):
 
 def test_templates_count_with_their_package_and_prompt_templates_only_by_name(tmp_path):
     package = tree(tmp_path, TREE)
-    found = code_fingerprint(["chartrl.report.page", "chartrl.prompts"], template_files(["tool_use", "nope"], package), package)
+    templates = template_files(["tool_use", "nope"], package)
+    found = code_fingerprint(["chartrl.report.page", "chartrl.prompts"], templates, package)
     assert set(found) == {
         "__init__.py",
         "report/__init__.py",

@@ -18,6 +18,10 @@ Private names: a name that starts with ``_`` (dunders aside) stays in its module
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -492,3 +496,51 @@ def test_allowed_exceptions_pass_until_they_are_gone(tmp_path):
         "chartrl/top.py no longer imports chartrl.base: remove it from ALLOWED"
     ]
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the CLI, the workflow and the config layer load (docs/development.md, "Imports").
+# ---------------------------------------------------------------------------------------------------------------
+
+HEAVY = (
+    "torch", "torchvision", "transformers", "peft", "verl", "vllm", "ray", "mlflow", "matplotlib", "plotly",
+    "datasets", "hydra", "omegaconf", "openai", "scipy", "snakemake",
+)  # fmt: skip
+"""Libraries imported only inside the functions that use them: each costs a tenth of a second or more to import,
+or brings the GPU stack."""
+
+
+def test_the_cli_and_the_workflow_load_no_heavy_library():
+    """Every command module (the CLI's parser) and chartrl.workflow, as a `snakemake -n` imports them: none of the
+    heavy libraries is loaded."""
+    script = (
+        "import json, sys\n"
+        "import chartrl.cli, chartrl.workflow\n"
+        "chartrl.cli.build_parser()\n"
+        "chartrl.workflow.command_module('train')\n"
+        f"print(json.dumps(sorted(name for name in {HEAVY!r} if name in sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout) == [], "import these inside the functions that use them (docs/development.md)"
+
+
+def test_the_config_layer_imports_no_heavy_library_even_in_a_function():
+    found = []
+    for path in sorted((SRC / "config").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            found += [f"chartrl/config/{path.name}:{node.lineno} imports {n}" for n in names if top_level(n) in HEAVY]
+    assert found == []
+
+
+def test_the_rules_import_chartrl_through_its_workflow_module_alone():
+    """The rules run every job through the chartrl CLI and read what they plan with from chartrl.workflow."""
+    repo = SRC.parents[1]
+    imports = [
+        f"{path.relative_to(repo)}: {line.strip()}"
+        for path in [repo / "Snakefile", *sorted((repo / "rules").rglob("*.smk"))]
+        for line in path.read_text().splitlines()
+        if re.match(r"\s*(from|import)\s+chartrl\b", line)
+    ]
+    assert [line.split(": ", 1)[1].split("  #")[0] for line in imports] == ["from chartrl import workflow as chartrl"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from chartrl.config.schema import ConfigError
+
 HEADER = """# Configuration reference
 
 Every key of the configuration, generated from `workflow/schemas/config.schema.yaml` (the schema Snakemake and
@@ -42,8 +44,6 @@ DuplicateKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TA
 
 def load_schema_text(text: str) -> dict[str, Any]:
     """The schema, refusing duplicate keys (a ConfigError naming the key and its line)."""
-    from chartrl.config.schema import ConfigError
-
     try:
         return yaml.load(text, Loader=DuplicateKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:

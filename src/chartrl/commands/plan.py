@@ -12,6 +12,10 @@ import argparse
 
 from chartrl.config import Config, load_config
 from chartrl.errors import UsageError
+from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note
+from chartrl.verl_backend.budget import PER_TOKEN_LOOP_SECONDS, Assumptions, checkpoint_bytes, logits_path, plan_budget
+from chartrl.verl_backend.checks import ignored_settings
+from chartrl.verl_backend.memory import GIB
 
 COLUMNS = (
     ("job", "<", 28),
@@ -27,8 +31,6 @@ COLUMNS = (
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from chartrl.verl_backend.budget import Assumptions, plan_budget
-
     defaults = Assumptions()
     fill = defaults.fill if args.fill is None else args.fill
     throughput = defaults.tokens_per_gpu_second if args.tokens_per_gpu_second is None else args.tokens_per_gpu_second
@@ -51,8 +53,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def header(config: Config) -> str:
-    from chartrl.verl_backend.architectures import model_architecture
-
     verl = config.verl
     shape = (
         f"{verl.n_gpus} GPUs of {verl.gpu_memory_gb:g} GiB (verl.nnodes {verl.nnodes} x verl.n_gpus_per_node "
@@ -70,8 +70,6 @@ def _cells(values: list[str]) -> str:
 
 
 def _gib(phases, name: str) -> str:
-    from chartrl.verl_backend.memory import GIB
-
     found = [phase.total for phase in phases if phase.name == name]
     return f"{found[0] / GIB:.1f}" if found else "-"
 
@@ -81,8 +79,6 @@ def _count(value: float | None, digits: int) -> str:
 
 
 def job_row(job, device_gib: float) -> list[str]:
-    from chartrl.verl_backend.memory import GIB
-
     phases = job.phases
     peak = f"{max(p.total for p in phases) / GIB:.1f} of {device_gib:g}" if phases else "?"
     disk = f"{job.disk_bytes / 1e9:,.0f} ({job.disk_worst_bytes / 1e9:,.0f})"
@@ -122,10 +118,6 @@ def render_table(jobs, device_gib: float) -> str:
 
 def notes(config: Config, jobs, assumptions) -> list[str]:
     """What the figures assume, one line each, with where the formulas are."""
-    from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note
-    from chartrl.verl_backend.budget import PER_TOKEN_LOOP_SECONDS, checkpoint_bytes, logits_path
-    from chartrl.verl_backend.checks import ignored_settings
-
     found = [
         "memory: GiB per GPU in each phase, every sequence at its longest (prompt + response budget); the peak is "
         "the largest phase. Formulas: chartrl.verl_backend.memory (docs/cluster.md).",

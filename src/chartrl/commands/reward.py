@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from chartrl.config import load_config
 from chartrl.errors import UsageError
+from chartrl.rewards import METADATA_FIELDS, REWARDS, RewardInput, accuracy_signal, build_reward
 
 
 def parse_params(pairs: list[str]) -> dict[str, Any]:
@@ -31,8 +33,6 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def parse_meta(text: str | None) -> dict[str, Any]:
-    from chartrl.rewards import METADATA_FIELDS
-
     if not text:
         return {}
     try:
@@ -48,9 +48,6 @@ def parse_meta(text: str | None) -> dict[str, Any]:
 
 
 def cmd_reward(args: argparse.Namespace) -> int:
-    from chartrl.config import load_config
-    from chartrl.rewards import REWARDS, RewardInput, accuracy_signal, build_reward
-
     if args.name not in REWARDS:
         raise UsageError(f"unknown reward {args.name!r}; valid rewards: {', '.join(sorted(REWARDS))}")
     params = parse_params(args.param)

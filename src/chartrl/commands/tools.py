@@ -7,13 +7,18 @@ import json
 import struct
 from pathlib import Path
 
+from chartrl.data.images import png_bytes
 from chartrl.errors import ChartrlError, UsageError
+from chartrl.files import write_atomically
+from chartrl.tools.boxes import read_bboxes
+from chartrl.tools.execute import run_tool_text
+from chartrl.tools.pixels import as_rgb
+from chartrl.tools.registry import select_tools
+from chartrl.verl_backend.tool_config import write_tool_config
 
 
 def _read_chart(path: str):
     from PIL import Image, UnidentifiedImageError
-
-    from chartrl.tools.pixels import as_rgb
 
     try:
         with Image.open(path) as image:
@@ -26,8 +31,6 @@ def _read_chart(path: str):
 
 
 def _read_bboxes(path: str):
-    from chartrl.tools.boxes import read_bboxes
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (FileNotFoundError, IsADirectoryError, UnicodeDecodeError) as err:
@@ -46,11 +49,6 @@ def _positive(text: str) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
-    from chartrl.data.images import png_bytes
-    from chartrl.files import write_atomically
-    from chartrl.tools.execute import run_tool_text
-    from chartrl.tools.registry import select_tools
-
     try:
         names = select_tools(args.tools)
     except KeyError as err:
@@ -78,8 +76,6 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from chartrl.verl_backend.tool_config import write_tool_config
-
     try:
         path = write_tool_config(args.out, args.tools, args.success_reward, args.error_reward)
     except KeyError as err:

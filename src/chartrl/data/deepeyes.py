@@ -29,6 +29,7 @@ from typing import Any
 
 from chartrl.config import DatasetConfig
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes, with_one_placeholder
+from chartrl.data.geoqa import read_records
 from chartrl.data.images import image_source_bytes, intake
 from chartrl.data.sources import dataset_source, only_split
 
@@ -139,8 +140,6 @@ def _split_file(dataset: DatasetConfig, split: str, root: Path) -> list[Path]:
 
 @dataset_source("deepeyes", only_split("files"), input_files=_split_file)
 def read_deepeyes(dataset: DatasetConfig, split: str, *, root: Path, **_: Any) -> Iterator[Row | Rejected]:
-    from chartrl.data.geoqa import read_records  # here: chartrl.data.sources imports this module while geoqa loads
-
     path = Path(root) / dataset.options["files"][split]
     records = read_records(path)
     limit = dataset.options.get("limit")

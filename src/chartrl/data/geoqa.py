@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import DatasetConfig
+from chartrl.data.chartqa import load_hub_split
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes, with_one_placeholder
 from chartrl.data.errors import DataSourceError
 from chartrl.data.images import image_source_bytes, intake
@@ -104,8 +105,6 @@ def subsample_indices(n: int, size: int, seed: int, take: str = "first") -> list
 def _hub_records(dataset: DatasetConfig, split: str, root: Path) -> tuple[list[dict[str, Any]], Path]:
     """Records of one split of a hub dataset id (at ``revision``) or a local folder laid out like one."""
     import datasets
-
-    from chartrl.data.chartqa import load_hub_split
 
     options = dataset.options
     ds = load_hub_split(options["path"], options["splits"][split], options.get("revision"), root)

@@ -13,13 +13,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from chartrl.answers import DEFAULT_YEAR_RULE
+from chartrl.answers import DEFAULT_YEAR_RULE, answer_accuracy, extract_answer, is_well_formed
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
 from chartrl.rollout.checks import shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
 from chartrl.rollout.statistics import episode_tool_counts, kept_labels, rollout_statistics
+from chartrl.tools import labels_kept
 
 log = logging.getLogger(__name__)
 CONDITIONS = ("test", "test_shuffled_images", "test_sampled", "test_placebo")
@@ -41,8 +42,6 @@ def question_record(
     labels its first executed call kept; ``year_rule``: relaxed accuracy's rule for years (chartrl.answers). The
     extracted answer and the gold answer are kept, so a report can tell a policy that gives one answer to every
     question of a type (a collapse) from one that reads the charts."""
-    from chartrl.answers import answer_accuracy, extract_answer, is_well_formed
-
     about = [str(v) for v in row.extra.get("about") or []]
     return {
         "id": row.id,
@@ -147,8 +146,6 @@ def generation_test_records(
     evaluation has one): relaxed accuracy, format, tool call, and whether the first executed call kept every label
     the question names. ``rows``: the split generated on (question types and labels)."""
     import json
-
-    from chartrl.tools import labels_kept
 
     by_id = {row.id: row for row in rows}
     first: dict[str, dict[str, Any]] = {}

@@ -47,7 +47,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from chartrl.answers import extract_answer, parse_number
+from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.evaluate.score import check_judge_failures
 from chartrl.files import write_atomically
+from chartrl.judge import judge_batch
+from chartrl.judge.prm import ScoreItem
+from chartrl.rewards import RewardInput, get_scorer
+from chartrl.rollout.conversation import question_of
+from chartrl.rollout.episodes import run_episodes
+from chartrl.rollout.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +106,6 @@ def mean_logprob(logprobs: Sequence[float], mask: Sequence[int]) -> float | None
 
 
 def sample_record(episode) -> dict[str, Any]:
-    from chartrl.answers import extract_answer
-    from chartrl.rollout.conversation import question_of
-
     row = episode.row
     return {
         "id": row.id,
@@ -127,9 +133,6 @@ def sample_responses(
 ) -> dict[str, Any]:
     """Sample ``rerank.n`` responses per question of the subset at ``rollout.temperature``; write them to ``out``."""
     import torch
-
-    from chartrl.rollout.episodes import run_episodes
-    from chartrl.rollout.sampling import SamplingParams
 
     torch.manual_seed(rerank.seed)
     rows = list(rows[: evaluate.limit] if evaluate.limit else rows)
@@ -175,8 +178,6 @@ _SPACES = re.compile(r"\s+")
 def normalise_answer(answer: str | None) -> str | None:
     """The form answers vote under: a number as its value (``1,200`` = ``1200.0`` = ``1200``; a trailing ``%``
     kept apart), else lower case with inner spaces collapsed and a final full stop dropped; None for no answer."""
-    from chartrl.answers import parse_number
-
     if answer is None:
         return None
     text = _SPACES.sub(" ", answer.strip()).rstrip(".").strip()
@@ -261,8 +262,6 @@ def charts_by_id(parquet: Path, ids: Sequence[str]) -> dict[str, bytes]:
 
 
 def reward_input(record: Mapping[str, Any]):
-    from chartrl.rewards import RewardInput
-
     return RewardInput(
         response=record["final_response"],
         ground_truth=record["ground_truth"],
@@ -289,9 +288,6 @@ def external_scores(
     grouped: Mapping[str, list[dict[str, Any]]], scorer, charts: Mapping[str, bytes]
 ) -> dict[str, float | None]:
     """Sample key -> the external scorer's score in [0, 1] (None: a scorer failure), one batch for every sample."""
-    from chartrl.judge import judge_batch
-    from chartrl.judge.prm import ScoreItem
-
     records = [r for samples in grouped.values() for r in samples]
     items = [ScoreItem(r["question"], scorer_text(r), charts.get(r["id"])) for r in records]
     verdicts = judge_batch(scorer, items)
@@ -312,8 +308,6 @@ def _accuracy_summary(
     confidence: float,
     seed: int,
 ) -> dict[str, Any]:
-    from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-
     scored = {q: v for q, v in per_question.items() if v is not None}
     greedy_scored = {q: v for q, v in greedy.items() if v is not None}
     interval = bootstrap_mean(list(scored.values()), samples=samples, confidence=confidence, seed=seed)
@@ -346,9 +340,6 @@ def rerank_scores(
     """Every method's accuracy under ``scorer_name`` (see the module docstring), with costs; ``external`` is the
     external scorer (chartrl.judge.prm.OpenAIScorer) when ``methods`` names ``scorer``. As the ``score`` rule, more
     judge failures than ``max_judge_failure_fraction`` of the items sent stop it, naming the endpoint."""
-    from chartrl.evaluate.score import check_judge_failures
-    from chartrl.rewards import get_scorer
-
     grouped = read_samples(samples_path)
     ids = list(grouped)
     n_samples = sum(len(s) for s in grouped.values())

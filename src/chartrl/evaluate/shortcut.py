@@ -31,8 +31,14 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from chartrl.answers import answer_accuracy
 from chartrl.config import PromptConfig, RolloutConfig, ShortcutFilterConfig, ToolsConfig
 from chartrl.data.contract import Row
+from chartrl.evaluate.intervals import bootstrap_mean
+from chartrl.rollout.checks import shuffled_rows
+from chartrl.rollout.conversation import question_of
+from chartrl.rollout.episodes import run_episodes
+from chartrl.rollout.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 CONTROLS = ("blank", "shuffled")
@@ -81,8 +87,6 @@ def blank_rows(rows: Sequence[Row]) -> list[Row]:
 
 def control_rows(rows: Sequence[Row], settings: ShortcutFilterConfig) -> list[Row]:
     """Every examined question under every control, its id ``{row id}@{control}``, grouped by control."""
-    from chartrl.rollout.checks import shuffled_rows
-
     makers = {"blank": blank_rows, "shuffled": lambda r: shuffled_rows(r, settings.seed)}
     out = []
     for control in settings.controls:
@@ -101,9 +105,6 @@ def sample_answers(
 ) -> list:
     """The local backend's answers: ``k`` sampled no-tool episodes per control question (row-major)."""
     import torch
-
-    from chartrl.rollout.episodes import run_episodes
-    from chartrl.rollout.sampling import SamplingParams
 
     torch.manual_seed(settings.seed)
     params = SamplingParams(
@@ -148,8 +149,6 @@ def decide(
 ) -> list[Decision]:
     """One decision per examined row: a shortcut question when its share of right answers reaches ``threshold``.
     Every examined row must have ``k`` answers under every control (a dump that lost some fails, naming them)."""
-    from chartrl.answers import answer_accuracy
-
     incomplete = [
         f"{row.id} ({control}: {len(answers.get(row.id, {}).get(control, []))})"
         for row in rows
@@ -220,9 +219,6 @@ def shortcut_card(
     """What the filter found: counts, the shortcut rate and the accuracy without a chart (each per control,
     question mean of its ``k`` answers) overall, per question type and per chart type, each with its bootstrap
     interval over the examined questions, and ``settings.examples`` shortcut questions with their answers."""
-    from chartrl.evaluate.intervals import bootstrap_mean
-    from chartrl.rollout.conversation import question_of
-
     def interval(values: Sequence[float]) -> dict[str, float | None]:
         return bootstrap_mean(values, samples=bootstrap_samples, confidence=confidence, seed=seed)
 

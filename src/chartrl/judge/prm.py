@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from chartrl import prompts
 from chartrl.judge.base import JudgeItem
 from chartrl.judge.openai_judge import OpenAIJudge
 from chartrl.judge.prompt import quote_data
@@ -93,8 +94,6 @@ class OpenAIScorer(OpenAIJudge):
         return cls.from_config(settings, "rerank_scorer", cache)
 
     def _messages(self, item: JudgeItem, use_json: bool) -> list[dict[str, Any]]:
-        from chartrl import prompts
-
         text = prompts.render(
             self.template, question=quote_data(item.question), response=quote_data(item.response), json_mode=use_json
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, TrainSeries, to_plain
+from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
 from chartrl.report import testcurves
 from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
@@ -27,6 +28,7 @@ from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
 from chartrl.report.shortcut import collect_shortcut
 from chartrl.report.tools import collect_tools
+from chartrl.report.validation import VAL_ITEMS, combined_gap, read_val_items
 
 CURVE_KEYS = (
     "val/accuracy",
@@ -101,8 +103,6 @@ SUMMARY_KEYS = ("n", "accuracy", "format_rate", "tool_call_rate", "correct_label
 
 def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     """One test_accuracy.json condition -> its summary, with a bootstrap interval per question type."""
-    from chartrl.evaluate.intervals import bootstrap_mean
-
     ev = config.evaluate
     by_type: dict[str, list[float]] = {}
     for item in data["items"]:
@@ -149,8 +149,6 @@ def test_accuracy(
     """Test accuracy per question type of the warm-started start (tools on and off) and every train series, each
     with its shuffled-image control; and per generation the tool-minus-no-tool gap per question type, a paired
     bootstrap over the same test questions. ``loaded``: :func:`raw_test_accuracy`'s result, read once."""
-    from chartrl.evaluate.intervals import bootstrap_paired_gap
-
     raw, sources = loaded if loaded is not None else raw_test_accuracy(results, config)
     tables = {
         name: {
@@ -277,8 +275,6 @@ def val_change(
     highest accuracy). With per-question results the change last - first carries a paired bootstrap interval over
     the questions: *rose* when it lies above 0, *fell* when below, *kept* otherwise. Without them, the start's
     binomial interval: kept when the end is no lower than the start minus that interval's width."""
-    from chartrl.report.validation import combined_gap
-
     ev = config.evaluate
     (start_step, start), (end_step, end) = val[0], val[-1]
     peak_step, peak = max(val, key=lambda sv: (sv[1], -sv[0]))
@@ -326,8 +322,6 @@ def rl_effect(results: Path, config: Config) -> dict[str, Any]:
     """Did RL improve on its start? Per train series and train seed: the mean training reward over the first and
     the last RL_WINDOW steps against its noise (:func:`reward_change`), and greedy validation at the first
     validation step, at its peak and at the last (:func:`val_change`)."""
-    from chartrl.report.validation import VAL_ITEMS, read_val_items
-
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"window": RL_WINDOW, "confidence": config.evaluate.confidence, "series": {}}
     for series in in_order(config.train_series):

@@ -28,7 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from chartrl.config import Config
+from chartrl.answers import is_well_formed
+from chartrl.config import Config, to_plain
+from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.evaluate.matrix import checkpoint_groups, matrix_files, matrix_scorers
 from chartrl.report.helpers import (
     binary_interval,
     make_panel,
@@ -39,6 +42,7 @@ from chartrl.report.helpers import (
 )
 from chartrl.report.order import generations_in_order, in_order, is_numbered
 from chartrl.report.validation import accuracy_at, combined_gap, independent_gap, run_val_items
+from chartrl.rewards import accuracy_signal
 
 VOLATILE = ("timing", "time", "per_second", "throughput", "memory", "mfu", "judge/")
 """Metric keys left out of the identity check: wall-clock and memory figures, and the judge's own counters."""
@@ -268,10 +272,6 @@ def scorer_matrix(config: Config, results: Path) -> dict[str, Any]:
     """Rows: each evaluated checkpoint; columns: each scorer; a cell: accuracy with its bootstrap interval, the
     eval series that asked for it, and whether it is the diagonal (the scorer is the reward's own accuracy signal);
     an off-diagonal cell's drift: its accuracy minus the diagonal's on the same generations (paired bootstrap)."""
-    from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-    from chartrl.evaluate.matrix import checkpoint_groups, matrix_files, matrix_scorers
-    from chartrl.rewards import accuracy_signal
-
     ev = config.evaluate
     boot = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     groups = checkpoint_groups(config)
@@ -331,9 +331,6 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
     """Per row of the test table: accuracy among well-formed answers (bootstrap over those questions) and the
     truncation rate (final turns cut at the token budget); and per evaluated checkpoint the same from its
     generations, for the matrix."""
-    from chartrl.answers import is_well_formed
-    from chartrl.evaluate.intervals import bootstrap_mean
-
     ev = config.evaluate
     boot = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     out: dict[str, Any] = {"series": {}, "checkpoints": {}}
@@ -365,8 +362,6 @@ def test_format(config: Config, results: Path) -> dict[str, Any]:
             "truncated_rate": truncated,
         }
     import pyarrow.parquet as pq
-
-    from chartrl.evaluate.matrix import checkpoint_groups, matrix_files
 
     for owner, cells in matrix_files(config).items():
         generations = results / "eval" / owner / "generations.parquet"
@@ -459,8 +454,6 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def _config_difference(config: Config, a: str, b: str) -> list[str]:
     """``key: a's value vs b's value`` for each config key (nested keys dotted) the two series set differently."""
-    from chartrl.config import to_plain
-
     first, second = (_flat(to_plain(config.resolved["series"][sid])) for sid in (a, b))
     return [
         f"{key}: {json.dumps(first.get(key))} vs {json.dumps(second.get(key))}"
@@ -470,8 +463,6 @@ def _config_difference(config: Config, a: str, b: str) -> list[str]:
 
 
 def _signal(config: Config, sid: str) -> str:
-    from chartrl.rewards import accuracy_signal
-
     series = config.series[sid]
     return accuracy_signal(series.reward.name, series.reward.params)
 
@@ -564,8 +555,6 @@ def _why(config: Config, a: str, b: str, evidence: Mapping[str, Any], judge: Seq
 
 def reference_values(config: Config) -> dict[str, Any] | None:
     """The published numbers of the study (``reference_values`` in the config), None when the config has none."""
-    from chartrl.config import to_plain
-
     reference = config.reference_values
     if not reference.validation and not reference.test:
         return None

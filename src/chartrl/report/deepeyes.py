@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.evaluate.intervals import bootstrap_mean
 from chartrl.report.helpers import binary_interval, make_panel
 
 REWARD = "deepeyes"
@@ -43,8 +44,6 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def _interval(scores: list[float], config: Config) -> dict[str, Any]:
-    from chartrl.evaluate.intervals import bootstrap_mean
-
     ev = config.evaluate
     return bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
 

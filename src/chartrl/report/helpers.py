@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config, EvalSeries
+from chartrl.data.contract import read_split
+from chartrl.evaluate.accuracy import generation_test_records, summarise
 
 
 def _get(metrics: Mapping[str, Any], path: Sequence[str]) -> Any:
@@ -105,9 +107,6 @@ def verl_test_accuracy(results: Path, config: Config) -> tuple[dict[str, Any], d
     (``chartrl.evaluate.accuracy``); the generations contract is the same on both backends. Returns the
     ``test`` condition of each series found and, per series, the eval series whose generations it read."""
     import pyarrow.parquet as pq
-
-    from chartrl.data.contract import read_split
-    from chartrl.evaluate.accuracy import generation_test_records, summarise
 
     dataset, split = config.resolved["evaluate"]["dataset"], config.resolved["evaluate"]["split"]
     owners = eval_series_of_generations(config)

@@ -17,6 +17,7 @@ from typing import Any
 
 from chartrl.config import Config, EvalSeries, Hypothesis
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.evaluate.matrix import checkpoint_groups
 from chartrl.report.helpers import read_json
 from chartrl.report.order import generation_key
 from chartrl.report.validation import run_val_items
@@ -105,8 +106,6 @@ class QuestionResults:
     def _tool_calls(self, series: EvalSeries) -> tuple[dict[str, float] | None, str | None]:
         import pyarrow.parquet as pq
 
-        from chartrl.evaluate.matrix import checkpoint_groups
-
         owner = next(o for o, members in checkpoint_groups(self.config).items() if series in members)
         path = self.results / "eval" / owner / "generations.parquet"
         if not path.is_file():
@@ -133,8 +132,6 @@ def _val_scores(results: Path, series: tuple[str, ...]) -> tuple[list[dict[str, 
 
 def _drift(diagonals: Mapping[str, Any], config: Config, sid: str) -> tuple[dict[str, Any] | None, str | None]:
     """The signed drift of the diagonal check that reads eval series ``sid``'s checkpoint."""
-    from chartrl.evaluate.matrix import checkpoint_groups
-
     members = next((m for m in checkpoint_groups(config).values() if any(s.id == sid for s in m)), [])
     found = [diagonals[s.id] for s in members if s.id in diagonals]
     if not found:

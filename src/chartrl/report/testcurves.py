@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
+from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
 from chartrl.report.helpers import make_panel, read_json
+from chartrl.rewards.registry import accuracy_signal
 
 VERL_REASONS = {
     "test_curve": "test curve: not run on the verl backend (each kept checkpoint would need its own model merge and "
@@ -50,8 +52,6 @@ def _by_type(items: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
 def test_curves(results: Path, config: Config) -> dict[str, Any]:
     """Per curve series: each point's step, source and accuracy per question type with its bootstrap interval,
     and the step each eval series picks."""
-    from chartrl.evaluate.intervals import bootstrap_mean
-
     ev = config.evaluate
     out: dict[str, Any] = {"rows": ev.curve_rows, "series": {}}
     for sid in curve_series(config):
@@ -89,8 +89,6 @@ def tool_placebo(results: Path, config: Config) -> dict[str, Any]:
     """Per tool policy and question type: greedy test accuracy, the placebo's (unedited chart after each call) and
     the edit's effect (accuracy minus placebo, paired over the same questions), each with its interval; and the
     shuffled-image control's accuracy beside them."""
-    from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-
     ev = config.evaluate
     kw = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     out: dict[str, Any] = {}
@@ -119,8 +117,6 @@ def tool_placebo(results: Path, config: Config) -> dict[str, Any]:
 def answer_rules(results: Path, config: Config) -> dict[str, Any]:
     """The year rule behind each number: each train series' reward (or what grades it instead), each scores file,
     each test-accuracy and test-curve file (files that record none predate the option: the strict rule)."""
-    from chartrl.rewards.registry import accuracy_signal
-
     rewards = {}
     for series in config.train_series:
         signal = accuracy_signal(series.reward.name, series.reward.params)

@@ -1,6 +1,6 @@
 """The reward registry: one name -> one definition, registered by decorating the reward's function with
-:func:`register_reward` (in a module of ``chartrl.rewards.definitions``), and :func:`get_reward` to build a callable reward from a
-name and its params (validated, defaults filled, by the config schema's reward definition).
+:func:`register_reward` (in a module of ``chartrl.rewards.definitions``), and :func:`get_reward` to build a callable
+reward from a name and its params (validated, defaults filled, by the config schema's reward definition).
 
 A reward is called on a batch (``reward(list_of_RewardInput) -> list[dict]``): rule rewards score item by
 item; judge-based ones (``v1_judge``; ``v2_shaped``/``v3_gra`` with ``accuracy: judge|panel``) first judge the

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chartrl.config import Config, EvalSeries, TrainSeries, config_check
+from chartrl.evaluate.matrix import checkpoint_groups, matrix_scorers
+from chartrl.rewards import accuracy_signal
 from chartrl.verl_backend.architectures import Architecture, model_architecture
 from chartrl.verl_backend.memory import JobShape, Phase, job_phases, memory_problems
 from chartrl.verl_backend.overrides import FLASH_ATTENTION, response_length, train_series
@@ -183,8 +185,6 @@ def job_shape(
 
 
 def train_budget(config: Config, series: TrainSeries, assumptions: Assumptions) -> JobBudget:
-    from chartrl.rewards import accuracy_signal
-
     own = config.for_train_series(series.id)  # the series' own train keys (a LoRA variant)
     train, architecture = own.train, model_architecture(own.model)
     longest = own.verl.max_prompt_length + response_length(series, own)
@@ -222,8 +222,6 @@ def evaluation_rows(config: Config, series: EvalSeries) -> int | None:
 
 def generation_budget(config: Config, members: list[EvalSeries], assumptions: Assumptions) -> JobBudget:
     """The generation job of one evaluated checkpoint, whose answers every matrix scorer grades."""
-    from chartrl.evaluate.matrix import matrix_scorers
-
     first = members[0]
     trained = train_series(config, first.of)
     own = config.for_train_series(first.of)
@@ -261,8 +259,6 @@ def filter_budget(config: Config, dataset: str, assumptions: Assumptions) -> Job
 
 def plan_budget(config: Config, assumptions: Assumptions = Assumptions()) -> list[JobBudget]:
     """Every GPU job of a verl config, in the order the DAG runs them (filter, train, generate)."""
-    from chartrl.evaluate.matrix import checkpoint_groups
-
     jobs = [filter_budget(config, name, assumptions) for name in config.filtered_datasets]
     jobs += [train_budget(config, series, assumptions) for series in config.train_series]
     jobs += [generation_budget(config, members, assumptions) for members in checkpoint_groups(config).values()]

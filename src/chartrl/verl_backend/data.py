@@ -30,16 +30,15 @@ import pyarrow.parquet as pq
 from chartrl.config import ModelConfig, PromptConfig, ToolsConfig
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Row
 from chartrl.files import write_atomically
+from chartrl.rollout.conversation import prompt_text, question_of
 from chartrl.verl_backend.overrides import SINGLE_TURN_AGENT, TOOL_AGENT
+from chartrl.verl_backend.tool_config import tools_kwargs
 
 
 def verl_record(
     row: Row, index: int, *, with_tools: bool, prompts: PromptConfig, tools: ToolsConfig, model: ModelConfig
 ) -> dict[str, Any]:
     import json
-
-    from chartrl.rollout.conversation import prompt_text, question_of
-    from chartrl.verl_backend.tool_config import tools_kwargs
 
     text = prompt_text(row, with_tools=with_tools, prompt_config=prompts, tool_names=tools.names)
     extra = {

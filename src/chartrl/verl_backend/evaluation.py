@@ -25,9 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chartrl import tracking
 from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfig
+from chartrl.data.contract import read_split
 from chartrl.errors import UsageError
 from chartrl.files import write_json
+from chartrl.rollout.conversation import chart_image
+from chartrl.rollout.generations import draw_gallery
+from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
+from chartrl.verl_backend.data import write_verl_dataset
+from chartrl.verl_backend.generations import convert_dump
 from chartrl.verl_backend.job import VerlJobError, absolute_tracking_uri, override_values, run_verl, verl_entry
 from chartrl.verl_backend.overrides import GenerationFiles, hydra_overrides
 
@@ -83,8 +90,6 @@ def check_overrides(job: VerlGenerationJob) -> None:
 
 def merged_model(job: VerlGenerationJob) -> tuple[Path, Path]:
     """The merged checkpoint folder and the verl actor folder it came from (merged now unless already there)."""
-    from chartrl.verl_backend.checkpoints import merge_checkpoint, select_checkpoint
-
     run = json.loads(job.run_json.read_text())
     if run.get("backend") != "verl":
         raise UsageError(
@@ -121,9 +126,6 @@ def samples_per_question(values: Mapping[str, str]) -> int:
 
 
 def prepare(job: VerlGenerationJob) -> list:
-    from chartrl.data.contract import read_split
-    from chartrl.verl_backend.data import write_verl_dataset
-
     rows = generated_rows(read_split(job.data), override_values(job.overrides))
     write_verl_dataset(
         rows, job.files.data_file, with_tools=job.with_tools, prompts=job.prompts, tools=job.tools, model=job.model
@@ -165,8 +167,6 @@ class GalleryEntry:
 def gallery_entries(records: Sequence[Mapping[str, Any]], rows: Sequence[Any]) -> list[GalleryEntry]:
     from PIL import Image
 
-    from chartrl.rollout.conversation import chart_image
-
     by_id = {row.id: row for row in rows}
     entries = []
     for record in records:
@@ -179,10 +179,6 @@ def gallery_entries(records: Sequence[Mapping[str, Any]], rows: Sequence[Any]) -
 
 def run_generation_job(job: VerlGenerationJob, entry: Sequence[str] | None = None) -> dict[str, float]:
     """Merge, prepare, run verl with ``trainer.val_only`` (``entry``: default ``verl_entry()``), convert."""
-    from chartrl import tracking
-    from chartrl.rollout.generations import draw_gallery
-    from chartrl.verl_backend.generations import convert_dump
-
     entry = verl_entry() if entry is None else entry
     check_overrides(job)
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)

@@ -34,9 +34,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from chartrl.answers import extract_answer
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
 from chartrl.files import write_atomically
+from chartrl.rollout.conversation import chart_image, question_of
+from chartrl.rollout.generations import SCHEMA
 from chartrl.verl_backend.trajectory import Trajectory, read_trajectory
 
 log = logging.getLogger(__name__)
@@ -107,9 +110,6 @@ def generation_records(
 ) -> list[dict[str, Any]]:
     """One generations-contract record per dump line (samples numbered per question in dump order), once the dump
     is known to hold only questions of ``rows`` and to cover them (:func:`check_coverage`)."""
-    from chartrl.answers import extract_answer
-    from chartrl.rollout.conversation import chart_image, question_of
-
     by_id = {row.id: row for row in rows}
     unknown = sorted({str(r["row_id"]) for r in dump} - set(by_id))
     if unknown:
@@ -224,8 +224,6 @@ def convert_dump(
     import pyarrow as pa
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
-
-    from chartrl.rollout.generations import SCHEMA
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
     records = generation_records(

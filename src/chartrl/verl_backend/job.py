@@ -24,13 +24,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from chartrl import tracking
 from chartrl.config import MlflowSettings, ModelConfig, PromptConfig, ToolsConfig, TrainConfig, TrainSeries
+from chartrl.data.contract import read_split
 from chartrl.errors import ChartrlError, UsageError
 from chartrl.files import sole_writer, write_json
+from chartrl.tracking import shown_uri, unreachable_store_problem
 from chartrl.train.resume import job_key, set_aside
+from chartrl.verl_backend.checkpoints import CheckpointKeeper, select_checkpoint, verl_checkpoints
+from chartrl.verl_backend.checks import dataset_problems
+from chartrl.verl_backend.data import write_verl_dataset
 from chartrl.verl_backend.hydra import override_key
-from chartrl.verl_backend.metrics import PROGRESS_KEY
+from chartrl.verl_backend.metrics import PROGRESS_KEY, export_metrics, trained_steps, val_history
 from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_overrides
+from chartrl.verl_backend.tool_config import write_tool_config
 
 log = logging.getLogger(__name__)
 VERL_MAIN = (sys.executable, "-m", "verl.trainer.main_ppo")
@@ -121,11 +128,6 @@ def check_overrides(job: VerlTrainJob) -> None:
 
 def prepare(job: VerlTrainJob) -> dict[str, int]:
     """Convert the splits and write the tool YAML; returns the row counts."""
-    from chartrl.data.contract import read_split
-    from chartrl.verl_backend.checks import dataset_problems
-    from chartrl.verl_backend.data import write_verl_dataset
-    from chartrl.verl_backend.tool_config import write_tool_config
-
     check_overrides(job)
     train_rows, val_rows = read_split(job.train_split), read_split(job.val_split)
     problems = dataset_problems(len(train_rows), len(val_rows), job.train.prompts_per_step)
@@ -144,8 +146,6 @@ def start_tracking(job: VerlTrainJob):
     """The series' MLflow run: the one a previous attempt of this very job (same key) started, whose checkpoints
     verl resumes from, else a fresh one (older runs of the name are tagged superseded); then the checkpoints of
     another key, or of none recorded, are moved aside first, so that ``resume_mode=auto`` finds none of them."""
-    from chartrl import tracking
-
     state_file = job.files.verl_dir / "job.json"
     state = json.loads(state_file.read_text()) if state_file.is_file() else {}
     if state.get("job_key") == job.key:
@@ -201,13 +201,8 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
     """metrics.jsonl from the MLflow run, run.json from the checkpoints verl saved. A run that holds no training
     step fails the job: verl's MLflow logger, when it cannot reach the store, warns and trains on without it
     (``verl/utils/tracking.py``), and the job would otherwise succeed with an empty metrics.jsonl."""
-    from chartrl.verl_backend.checkpoints import select_checkpoint, verl_checkpoints
-    from chartrl.verl_backend.metrics import export_metrics, trained_steps, val_history
-
     lines = export_metrics(job.mlflow.tracking_uri, run_id, job.run_dir / "metrics.jsonl")
     if not trained_steps(lines):
-        from chartrl.tracking import shown_uri
-
         store = shown_uri(job.mlflow.tracking_uri)
         raise VerlJobError(
             f"verl finished but no training step reached MLflow run {run_id} at {store} (no "
@@ -262,8 +257,6 @@ def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict
 
 
 def _run_train_job(job: VerlTrainJob, entry: Sequence[str]) -> dict[str, Any]:
-    from chartrl.tracking import unreachable_store_problem
-
     job.mlflow = MlflowSettings(absolute_tracking_uri(job.mlflow.tracking_uri), job.mlflow.experiment)
     problem = unreachable_store_problem(job.mlflow.tracking_uri)  # before any work: see finish() for why
     if problem:
@@ -277,7 +270,6 @@ def _run_train_job(job: VerlTrainJob, entry: Sequence[str]) -> dict[str, Any]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": job.mlflow.tracking_uri, "MLFLOW_RUN_ID": run.run_id}
     command = verl_command(job, run.run_id, entry)
     log.info("running verl: %s", " ".join(command[:3]) + f" ... ({len(command) - 3} overrides)")
-    from chartrl.verl_backend.checkpoints import CheckpointKeeper
 
     poll_s = float(os.environ.get(KEEPER_POLL_ENV, 10))
     # keep_last: verl prunes only what this run of it saved; the keeper prunes what an earlier attempt of the job

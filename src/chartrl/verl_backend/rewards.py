@@ -45,9 +45,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache, lru_cache
 from typing import Any
 
+from chartrl.answers import answer_accuracy, is_well_formed
 from chartrl.config import JudgeConfig
 from chartrl.rewards.inputs import METADATA_FIELDS, RewardInput
 from chartrl.rewards.registry import REWARDS, Reward, build_reward
+from chartrl.tools import labels_kept
+from chartrl.verl_backend.trajectory import read_trajectory, response_tokens, split_response
 
 _INTEGER_FIELDS = ("tool_calls", "response_tokens")
 PROTOCOL_PARTS = (
@@ -74,9 +77,6 @@ def protocol_indicators(trajectory, about: Sequence[str]) -> dict[str, float]:
     """The response's protocol, as the local trainer counts it (``chartrl.rollout.statistics``): 0/1
     for a tool call, an executed call, a well-formed final turn, a call on a question naming labels, and such a
     call keeping every named label (the labels of the first executed call, as ``chartrl.rollout.statistics``)."""
-    from chartrl.answers import is_well_formed
-    from chartrl.tools import labels_kept
-
     called = bool(trajectory.calling_turns)
     executed = [turn for turn in trajectory.calling_turns if turn.outcome == "executed"]
     kept = labels_kept(turn.text for turn in executed)
@@ -111,8 +111,6 @@ def reward_input(
 ) -> RewardInput:
     """The RewardInput for one verl sample: ``extra_info`` fields where given (they override ``data_source``),
     the rest read from the response (the module doc says how; ``trajectory``: the response already read)."""
-    from chartrl.verl_backend.trajectory import read_trajectory, response_tokens
-
     extra = _plain(dict(extra_info or {}))
     if trajectory is None:
         trajectory = read_trajectory(str(solution_str), tools=tools, bboxes=extra.get("bboxes"), max_calls=max_calls)
@@ -163,7 +161,6 @@ def compute_score(
     built = _built(
         reward, json.dumps(_plain(params or {}), sort_keys=True), json.dumps(_plain(judge or {}), sort_keys=True)
     )
-    from chartrl.verl_backend.trajectory import read_trajectory
 
     tool_names = _plain(tools) if tools else None
     extra = _plain(dict(extra_info or {}))
@@ -195,8 +192,6 @@ def generation_record(
     verl's score (``acc``, so verl's own validation metrics mean something) and the row id (``row_id``), which
     verl writes into each line of its generation dump, so the dump can be turned into the generations contract
     (``chartrl.verl_backend.generations``). Scoring proper is done afterwards by our scorers."""
-    from chartrl.answers import answer_accuracy
-
     extra = _plain(dict(extra_info or {}))
     if "id" not in extra:
         raise ValueError("extra_info has no 'id'; convert the data with chartrl.verl_backend.data")
@@ -205,8 +200,6 @@ def generation_record(
 
 
 def read_final_turn(solution_str: str) -> str:
-    from chartrl.verl_backend.trajectory import split_response
-
     return split_response(solution_str)[0][-1]
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from chartrl.tools import chart_labels, run_tool_text
 from chartrl.tools.calls import PARSE_ERROR_KINDS
 from chartrl.tools.protocol import CLOSE_TAG, OPEN_TAG, parse_tool_calls
 
@@ -145,7 +146,6 @@ def read_trajectory(
 def _labels(bboxes: Mapping[str, Any] | str | None) -> dict[str, list[str]] | None:
     if bboxes is None:
         return None
-    from chartrl.tools import chart_labels
 
     return dict(chart_labels(bboxes))
 
@@ -169,8 +169,6 @@ def _read_turn(
     if parsed.error is not None:  # a label the chart does not have, ...: the tool refuses it
         return Turn(text, True, "failed", parsed.error.kind, observation)
     if chart is not None and bboxes is not None:
-        from chartrl.tools import run_tool_text
-
         ran = run_tool_text(text, chart, bboxes, tools, max_calls=max_calls)
         if ran.executed:
             return Turn(text, True, "executed", "", observation, ran.image)
