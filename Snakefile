@@ -1,5 +1,5 @@
 # chartrl: the whole study as one DAG, one rule file per stage in the order the experiment runs them. Config:
-# config/series.yaml (the 14 series) + config/config.yaml (the embedded default, which may set series keys too);
+# config/series.yaml (the study's series) + config/config.yaml (the embedded default, which may set series keys too);
 # overlay with `--configfile config/smoke.yaml` or `--configfile config/gpu.yaml`. Every key is documented in
 # workflow/schemas/config.schema.yaml.
 from snakemake.utils import min_version, validate

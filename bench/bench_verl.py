@@ -1,7 +1,7 @@
 """verl backend and launcher benchmarks (part of `make bench`).
 
-- Overrides: generating the verl overrides of all 14 series of config/gpu.yaml (8 training jobs, 6 generation
-  jobs), and composing each against verl's `ppo_trainer` config, converting the algorithm, actor and rollout
+- Overrides: generating the verl overrides of every series of config/gpu.yaml (a job per train series and per eval
+  series), and composing each against verl's `ppo_trainer` config, converting the algorithm, actor and rollout
   sections to verl's dataclasses and running verl's `validate_config` (what main_ppo does before the GPUs).
 - Launcher: a local Ray head's start time (`chartrl.ray_head.start_head`, until its job API answers) and the
   per-job overhead of the Ray launcher: `chartrl launch --launcher ray -- true` as the train rule runs it, from the
@@ -57,12 +57,12 @@ def bench_overrides(repeats: int) -> list[str]:
 
     validate()  # warm: imports
     return [
-        "## verl overrides (config/gpu.yaml, 14 series)",
+        f"## verl overrides (config/gpu.yaml, {len(config.series)} series)",
         "",
         "| step | min / median / max |",
         "|---|---|",
-        f"| generate the overrides of all 14 series | {summary(timed(generate, repeats * 10))} |",
-        f"| generate, compose against verl's config, convert, validate all 14 | {summary(timed(validate, repeats))} |",
+        f"| generate the overrides of all {len(config.series)} series | {summary(timed(generate, repeats * 10))} |",
+        f"| generate, compose against verl's config, convert, validate them all | {summary(timed(validate, repeats))} |",
         "",
     ]
 

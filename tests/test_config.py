@@ -1,4 +1,4 @@
-"""The config: three configs load, the 14 series are there, and every bad value is named with its fix."""
+"""The config: three configs load, the study's series are there, and every bad value is named with its fix."""
 
 from __future__ import annotations
 

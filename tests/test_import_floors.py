@@ -54,7 +54,7 @@ def _floors(*floors: str) -> tuple[frozenset[str], ...]:
 
 MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
     "commands": _floors(
-        "spec config_reference runs",  # what other commands read
+        "spec config_reference runs series_table",  # what other commands read
         "config data evaluate generate launch model plan report reward rollout score shortcut tools train warmstart",
         "rerank reruns verl warmstart_check",  # commands built on other commands
     ),

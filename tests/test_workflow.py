@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from chartrl.config import load_config
 from chartrl.data.contract import check_box, check_row, read_split, write_split
 
 from conftest import REPO, find_chromium, headless_chromium, reuse_outputs, snakemake
@@ -18,25 +19,37 @@ from synth_answers import expected_answer
 
 pytestmark = pytest.mark.slow
 SMOKE = str(REPO / "config" / "smoke.yaml")
-TRAIN_SERIES = ("e1", "e2", "e3", "e6", "e7", "e10", "e11", "e12", "h1")  # h1: the hack control
+SMOKE_CONFIG = load_config([SMOKE], root=REPO)
+# What the smoke DAG holds, derived from the config's series (config/series.yaml and the overlay), so that a series
+# added there is checked like the others: the train series, the train series an eval series reads (their test
+# curves), every (eval series, scorer), the checkpoints generated once each (the first eval series naming one), the
+# matrix cells no eval series asks for, and the diagonals.
+TRAIN_SERIES = tuple(s.id for s in SMOKE_CONFIG.train_series)  # h1: the hack control
 TRAIN_JOBS = {("train", f"series={s}") for s in TRAIN_SERIES}
-CURVE_SERIES = ("e1", "e2", "e6", "e10", "h1")  # the train series the eval series read
-SCORES = {
-    ("e4", "rule"), ("e5", "judge"), ("e8", "rule"), ("e9", "judge"), ("e13", "rule"), ("e14", "panel"),
-    ("h2", "rule"), ("h2", "judge"),  # the hack control's eval: both scorers of the diagonal
-}  # fmt: skip
+CURVE_SERIES = tuple(sorted({s.of for s in SMOKE_CONFIG.eval_series}))
+SCORES = {(s.id, scorer) for s in SMOKE_CONFIG.eval_series for scorer in s.scorers}
+CHECKPOINTS: dict[tuple, list] = {}  # one checkpoint's eval series, in config order
+for _series in SMOKE_CONFIG.eval_series:
+    CHECKPOINTS.setdefault((_series.of, str(_series.checkpoint), _series.dataset, _series.split), []).append(_series)
+GENERATING = tuple(group[0].id for group in CHECKPOINTS.values())
 MATRIX = {
-    ("e4", "judge"), ("e4", "panel"), ("e5", "rule"), ("e5", "panel"), ("e8", "panel"), ("e13", "judge"),
-    ("h2", "panel"),
-}  # fmt: skip
+    (group[0].id, scorer)
+    for group in CHECKPOINTS.values()
+    for scorer in ("rule", "judge", "panel")
+    if scorer not in {c for s in group for c in s.scorers}
+}
 """The matrix cells no eval series asks for: each evaluated checkpoint by every scorer (chartrl.evaluate.matrix)."""
-DIAGONALS = ("e9", "e14", "h2")  # the eval series with two scorers of one checkpoint
+DIAGONALS = tuple(
+    dict.fromkeys(s.id for group in CHECKPOINTS.values() for s in group for c in s.scorers if c != group[0].scorers[0])
+)  # an eval series scoring a checkpoint with another scorer than its first one: the diagonal pair's second
+RERANKED = {(s.id, scorer) for s in SMOKE_CONFIG.eval_series if s.rerank for scorer in s.scorers}
 EVAL_JOBS = (
-    {("generate", f"series={s}") for s in ("e4", "e5", "e8", "e13", "h2")}
+    {("generate", f"series={s}") for s in GENERATING}
     | {("score", f"series={s}, scorer={scorer}") for s, scorer in SCORES}
     | {("diagonal", f"series={s}") for s in DIAGONALS}
     | {("matrix_score", f"series={s}, scorer={scorer}") for s, scorer in MATRIX}  # the reward x scorer matrix
-    | {("rerank", "series=e4"), ("rerank_score", "series=e4, scorer=rule")}  # best-of-N on e4 (config/series.yaml)
+    | {("rerank", f"series={s}") for s, _ in RERANKED}  # best-of-N (e4 in config/series.yaml)
+    | {("rerank_score", f"series={s}, scorer={scorer}") for s, scorer in RERANKED}
     | {("test_accuracy", f"series={s}") for s in TRAIN_SERIES}  # every train series on test, per question type
     | {("warmstart_test_accuracy", f"mode={m}") for m in ("on", "off")}  # the starting point, tools on and off
     | {("warmstart_check", "")}  # the after-warm-start check of the warm-started model
@@ -211,8 +224,9 @@ def test_smoke_run_builds_every_dataset_with_its_card_and_mlflow_run(smoke_run):
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_run}/results/mlflow.db")
     experiment = client.get_experiment_by_name("chartrl-smoke")
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    evaluation = {f"{s}/generate" for s in ("e4", "e5", "e8", "e13", "h2")} | {f"{s}/score/{c}" for s, c in SCORES}
-    evaluation |= {f"{s}/diagonal" for s in DIAGONALS} | {"report", "e4/rerank", "e4/rerank/rule"}
+    evaluation = {f"{s}/generate" for s in GENERATING} | {f"{s}/score/{c}" for s, c in SCORES}
+    evaluation |= {f"{s}/diagonal" for s in DIAGONALS} | {"report"}
+    evaluation |= {f"{s}/rerank" for s, _ in RERANKED} | {f"{s}/rerank/{c}" for s, c in RERANKED}
     evaluation |= {f"{s}/matrix/{c}" for s, c in MATRIX}
     evaluation |= {"synthchart/shortcut_filter"}
     evaluation |= {f"{s}/test_curve" for s in CURVE_SERIES}  # the test curve of every series an eval series reads
@@ -378,7 +392,7 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
         assert diagonal["scorers"] == scorers and diagonal["n"] == 16
         assert {"drift", "agreement", "kappa", "kappa_interval", "disagreements"} <= set(diagonal)
     metrics = json.loads((smoke_run / "results/report/metrics.json").read_text())
-    assert set(metrics["series"]) == {f"e{i}" for i in range(1, 15)} | {"h1", "h2"}
+    assert set(metrics["series"]) == set(SMOKE_CONFIG.series)
     assert set(metrics["diagonal"]) == set(DIAGONALS) and set(metrics["training"]) == set(TRAIN_SERIES)
     assert any("not an LLM" in line for line in metrics["limits"])
     # every train series and the warm start read greedy, on shuffled charts and sampled

@@ -1,4 +1,4 @@
-"""`snakemake -n -p --configfile config/gpu.yaml` prints the exact command of all 14 series: each train series runs
+"""`snakemake -n -p --configfile config/gpu.yaml` prints the exact command of every series it runs: each train series runs
 `chartrl verl train` through the Ray launcher with its verl overrides written out, each checkpoint an eval series
 names is generated once by `chartrl verl generate` (verl with trainer.val_only), and every eval series is scored."""
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,9 +82,9 @@ def commands(printed):
     return {series: words for (kind, series), words in printed.items() if kind == "train"}
 
 
-def test_all_fourteen_series_have_their_commands(printed):
+def test_every_series_has_its_commands(printed):
     series = {name for _, name in printed}
-    assert sorted(series, key=lambda s: int(s[1:])) == [f"e{k}" for k in range(1, 15)]
+    assert series == set(yaml.safe_load((REPO / "config" / "gpu.yaml").read_text())["run_series"])
     generating = sorted((s for kind, s in printed if kind == "generate"), key=lambda s: int(s[1:]))
     assert generating == ["e4", "e5", "e8", "e13"]  # e9 scores e8's generations (both of e6), e14 e13's (of e10)
 

@@ -1,18 +1,21 @@
 """``chartrl config check``: validate the configuration without Snakemake; ``chartrl config reference``: write the
-config reference (docs/config.md) from the schema."""
+config reference (docs/config.md) from the schema; ``chartrl config series``: write the README's series table from
+the config."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from chartrl.commands.config_reference import load_schema_text, render_reference
+from chartrl.commands.series_table import render_series_table, with_series_table
 from chartrl.config import ConfigError, load_config, to_plain
 from chartrl.tools.study_checks import tool_data_problems
+from chartrl.verl_backend.checks import ignored_settings
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from chartrl.verl_backend.checks import ignored_settings
-
     config = load_config(args.configfile, root=args.root)
     problems = tool_data_problems(config)
     if problems:
@@ -32,23 +35,31 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from chartrl.commands.config_reference import load_schema_text, render_reference
-
     text = render_reference(load_schema_text(Path(args.schema).read_text()))
+    return written(text, args.out, args.check, f"what {args.schema} renders to", "chartrl config reference")
+
+
+def cmd_series(args: argparse.Namespace) -> int:
+    table = render_series_table(load_config(args.configfile, root=args.root))
     if args.out is None:
+        print(table, end="")
+        return 0
+    current = Path(args.out).read_text()
+    return written(with_series_table(current, table), args.out, args.check, "the config's series", "chartrl config series")
+
+
+def written(text: str, out: str | None, check: bool, source: str, command: str) -> int:
+    """Print ``text``, or write it to ``out``, or (``check``) fail unless ``out`` holds it already."""
+    if out is None:
         print(text, end="")
-    elif args.check:
-        current = Path(args.out).read_text() if Path(args.out).exists() else ""
+    elif check:
+        current = Path(out).read_text() if Path(out).exists() else ""
         if current != text:
-            raise ConfigError(
-                f"{args.out} is not what {args.schema} renders to: run chartrl config reference --out {args.out}"
-            )
-        print(f"{args.out} is current")
+            raise ConfigError(f"{out} is not {source}: run {command} --out {out}")
+        print(f"{out} is current")
     else:
-        Path(args.out).write_text(text)
-        print(f"wrote {args.out}")
+        Path(out).write_text(text)
+        print(f"wrote {out}")
     return 0
 
 
@@ -67,3 +78,9 @@ def register(stages: argparse._SubParsersAction) -> None:
     reference.add_argument("--out", help="the Markdown file to write, e.g. docs/config.md (default: print it)")
     reference.add_argument("--check", action="store_true", help="write nothing; fail when --out is not current")
     reference.set_defaults(func=cmd_reference)
+    series = commands.add_parser("series", help="write the README's series table from the config (config/series.yaml)")
+    series.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake (repeatable)")
+    series.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
+    series.add_argument("--out", help="the file whose series table to replace, e.g. README.md (default: print it)")
+    series.add_argument("--check", action="store_true", help="write nothing; fail when --out is not current")
+    series.set_defaults(func=cmd_series)
