@@ -46,9 +46,12 @@ def write_outputs(snakefile: Path, configfiles: list[Path], workdir: Path) -> li
 
 
 def touch(snakefile: Path, configfiles: list[Path], workdir: Path, env: dict[str, str]) -> None:
-    """``snakemake --touch --forceall``: each job's outputs touched in the DAG's order and recorded as made."""
+    """``snakemake --touch --forceall``: each job's outputs touched in the DAG's order and recorded as made. No job
+    runs, so the workflow's start-up checks are given what they ask for without a machine that has it: a GPU limit
+    for verl jobs, and a Ray cluster named (it is never called) so that no local Ray head starts."""
     command = [Path(sys.executable).with_name("snakemake"), "-s", snakefile, "-d", workdir, "--touch", "--forceall"]
-    command += ["--cores", "1"]
+    command += ["--cores", "1", "--resources", "gpu=100000"]
+    env = {**env, "RAY_ADDRESS": "http://127.0.0.1:8265"}
     command += [f"--configfile={path}" for path in configfiles]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     if result.returncode != 0:
