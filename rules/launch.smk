@@ -185,10 +185,11 @@ def _use_forkserver():
 
 
 onstart:
-    _check_tracking_store()
-    _check_verl_gpu_limit()
-    if LOCAL_RAY_HEAD and _launched_jobs():  # a run of other jobs only (the data stage on a CPU node) needs none
-        _start_local_head()
+    if not workflow.touch:  # `snakemake --touch` (adopting results: docs/running.md) runs no job, needs none of it
+        _check_tracking_store()
+        _check_verl_gpu_limit()
+        if LOCAL_RAY_HEAD and _launched_jobs():  # a run of other jobs only (the data stage on a CPU node) needs none
+            _start_local_head()
     _use_forkserver()
 
 

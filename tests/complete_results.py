@@ -4,8 +4,8 @@ params, code fingerprint included, and inputs; without --forceall only the jobs 
 a code or config change then reruns is what it would rerun after a real run; the tests ask Snakemake's own dry run
 (``chartrl reruns``).
 
-Run as a script (``python tests/complete_results.py WORKDIR SNAKEFILE [CONFIGFILE ...]``) in the environment whose
-chartrl the workflow imports; it prints the jobs as JSON.
+Run as a script (``python tests/complete_results.py WORKDIR SNAKEFILE [CONFIGFILE ...] [-- SNAKEMAKE ARGS]``) in
+the environment whose chartrl the workflow imports; it prints the jobs as JSON.
 """
 
 from __future__ import annotations
@@ -45,13 +45,10 @@ def write_outputs(snakefile: Path, configfiles: list[Path], workdir: Path) -> li
         return sorted(" ".join([job.rule.name, *map(str, job.wildcards_dict.values())]) for job in jobs)
 
 
-def touch(snakefile: Path, configfiles: list[Path], workdir: Path, env: dict[str, str]) -> None:
-    """``snakemake --touch --forceall``: each job's outputs touched in the DAG's order and recorded as made. No job
-    runs, so the workflow's start-up checks are given what they ask for without a machine that has it: a GPU limit
-    for verl jobs, and a Ray cluster named (it is never called) so that no local Ray head starts."""
+def touch(snakefile: Path, configfiles: list[Path], workdir: Path, env: dict[str, str], extra: list[str]) -> None:
+    """``snakemake --touch --forceall``: each job's outputs touched in the DAG's order and recorded as made."""
     command = [Path(sys.executable).with_name("snakemake"), "-s", snakefile, "-d", workdir, "--touch", "--forceall"]
-    command += ["--cores", "1", "--resources", "gpu=100000"]
-    env = {**env, "RAY_ADDRESS": "http://127.0.0.1:8265"}
+    command += ["--cores", "1", *extra]
     command += [f"--configfile={path}" for path in configfiles]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     if result.returncode != 0:
@@ -59,10 +56,12 @@ def touch(snakefile: Path, configfiles: list[Path], workdir: Path, env: dict[str
 
 
 def main() -> None:
-    workdir, snakefile = Path(sys.argv[1]), Path(sys.argv[2])
-    configfiles = [Path(path) for path in sys.argv[3:]]
+    cut = sys.argv.index("--") if "--" in sys.argv else len(sys.argv)
+    args, extra = sys.argv[1:cut], sys.argv[cut + 1 :]
+    workdir, snakefile = Path(args[0]), Path(args[1])
+    configfiles = [Path(path) for path in args[2:]]
     jobs = write_outputs(snakefile, configfiles, workdir)
-    touch(snakefile, configfiles, workdir, dict(os.environ))
+    touch(snakefile, configfiles, workdir, dict(os.environ), extra)
     print(json.dumps(jobs))
 
 
