@@ -11,7 +11,7 @@ import pytest
 from chartrl.commands.spec import Reads, UndeclaredConfigKey, given_spec, read_job_spec
 from chartrl.config import EvaluateConfig, config_schema, load_config, to_plain
 from chartrl.errors import UsageError
-from chartrl.workflow import _commands, job_spec
+from chartrl.workflow import commands, job_spec
 
 from conftest import REPO
 
@@ -20,7 +20,7 @@ READS = Reads("example", sections=("rollout",), keys={"evaluate": ("seed", "limi
 
 def test_every_declaration_names_sections_and_keys_of_the_schema():
     schema = config_schema()["properties"]
-    declared = {command: reads for command, (_, reads) in _commands().items() if reads is not None}
+    declared = {command: reads for command, (_, reads) in commands().items() if reads is not None}
     assert {"train", "generate", "score", "data build", "warmstart", "verl train"} <= set(declared)
     wrong = []
     for command, reads in declared.items():

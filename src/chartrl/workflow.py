@@ -49,6 +49,7 @@ __all__ = [
     "accuracy_signal",
     "checked_config",
     "command_module",
+    "commands",
     "default_temp_dir",
     "eval_overrides",
     "extra_matrix_files",
@@ -92,8 +93,9 @@ def checked_config(config: Mapping[str, Any]) -> Config:
 
 
 @cache
-def _commands() -> dict[str, tuple[str, Reads | None]]:
-    """``chartrl`` command (``generate``, ``verl train``) -> the module of its function and its declaration."""
+def commands() -> dict[str, tuple[str, Reads | None]]:
+    """``chartrl`` command (``generate``, ``verl train``) -> the module of its function and its declaration, read
+    off the CLI's own parser."""
     found: dict[str, tuple[str, Reads | None]] = {}
 
     def walk(parser: argparse.ArgumentParser, words: tuple[str, ...]) -> None:
@@ -113,16 +115,16 @@ def _commands() -> dict[str, tuple[str, Reads | None]]:
 
 def command_module(command: str) -> str:
     """The module whose function runs ``chartrl <command>``."""
-    commands = _commands()
-    if command not in commands:
-        raise KeyError(f"no command `chartrl {command}`; the commands: {', '.join(sorted(commands))}")
-    return commands[command][0]
+    known = commands()
+    if command not in known:
+        raise KeyError(f"no command `chartrl {command}`; the commands: {', '.join(sorted(known))}")
+    return known[command][0]
 
 
 def reads_of(command: str) -> Reads:
     """What ``chartrl <command>`` declares it reads."""
     command_module(command)
-    reads = _commands()[command][1]
+    reads = commands()[command][1]
     if reads is None:
         raise KeyError(f"`chartrl {command}` declares no job spec (READS in {command_module(command)})")
     return reads
@@ -179,13 +181,13 @@ def named_templates(spec: Any) -> list[str]:
     return found
 
 
-def job_code(commands: Iterable[str], modules: Iterable[str] = (), spec: str | None = None) -> str:
-    """A job's ``code`` param: the ``chartrl`` commands its shell command runs (``launch``, ``train``) and the
+def job_code(run: Iterable[str], modules: Iterable[str] = (), spec: str | None = None) -> str:
+    """A job's ``code`` param: the ``chartrl`` commands its shell command runs (``run``: ``launch``, ``train``) and the
     digest of every chartrl file they, the registry entries it uses (``modules``) and the prompt templates its
     ``spec`` names run, as JSON. Any change to that code reruns the job; a comment, a docstring or a moved checkout
     does not."""
-    commands = list(commands)
-    roots = {"chartrl.cli", *(command_module(command) for command in commands), *modules}
+    run = list(run)
+    roots = {"chartrl.cli", *(command_module(command) for command in run), *modules}
     templates = template_files(named_templates(json.loads(spec))) if spec else []
     if not FACTS_CACHE:
         load_facts_cache(FACTS_FILE)
@@ -193,7 +195,7 @@ def job_code(commands: Iterable[str], modules: Iterable[str] = (), spec: str | N
     code = _fingerprint(frozenset(roots), frozenset(templates))
     if len(FACTS_CACHE) != known and Path(".snakemake").is_dir():
         save_facts_cache(FACTS_FILE)
-    return json.dumps({"commands": [f"chartrl {c}" for c in commands], "code": code}, sort_keys=True)
+    return json.dumps({"commands": [f"chartrl {c}" for c in run], "code": code}, sort_keys=True)
 
 
 def reward_code(config: Config, series_id: str) -> list[str]:
