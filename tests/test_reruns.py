@@ -1,9 +1,10 @@
 """Which rules a config change reruns. A job's params hold the slice of the config its output depends on (its spec,
-rules/common.smk ``config_slice``), and Snakemake reruns a job whose params or input files change. For each
-top-level section of the config, one representative key is changed in an overlay over the embedded default, and
-the rules whose jobs' params or inputs then differ from the default's are the rules the change reruns (a new job,
-such as an extra seed's run, counts too). What reads their outputs reruns after them, because the files it reads
-are rewritten: the table says where a change enters the DAG.
+built from what its command declares it reads: chartrl.workflow.job_spec), and Snakemake reruns a job whose params
+or input files change. For each top-level section of the config, one representative key is changed in an overlay
+over the embedded default, and the rules whose jobs' params or inputs then differ from the default's are the rules
+the change reruns (a new job, such as an extra seed's run, counts too). What reads their outputs reruns after them,
+because the files it reads are rewritten: the table says where a change enters the DAG. (What a code change reruns
+is tests/test_code_reruns.py's.)
 
 Some sections have a second row for a key that enters elsewhere (``section.key``)."""
 
@@ -83,7 +84,7 @@ RERUNS = {
     # the judge-reward series' training (e2, e12: the test below) and the judge and panel scorers' jobs (a rule
     # scorer's read none of it)
     "judge": {"train", "score", "matrix_score", "report"},
-    # each kind of job holds the evaluate keys it reads (EVALUATE_KEYS, rules/common.smk)
+    # each kind of job holds the evaluate keys its command declares (READS in chartrl.commands)
     "evaluate": {"diagonal", "rerank_score", "shortcut_filter", "report"},  # the bootstrap intervals
     "evaluate.year_rule": {"score", "matrix_score"} | TEST_ACCURACY | {"report"},
     "evaluate.curve_rows": {"test_curve", "report"},
