@@ -69,7 +69,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "diagonal rerank shortcut curve",  # built on scores, generations and accuracy
     ),
     "judge": _floors("base cache verdict", "panel prompt reference usage", "openai_judge", "prm"),
-    "model": _floors("vision", "batching memo policy tokenizer", "tiny"),
+    "model": _floors("vision positions", "batching memo tokenizer", "policy prefix tiny"),
     "prompts": _floors(),
     "report": _floors(
         "helpers order validation",  # what the sections share: panels, intervals, files read, series order

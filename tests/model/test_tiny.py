@@ -36,7 +36,10 @@ def test_protocol_tags_and_special_tokens_are_single_tokens(tiny_policy):
 
 
 def test_verl_builds_its_qwen_vl_token_builder_for_it(tiny_policy):
-    assert type(tiny_policy.builder).__name__ == "QwenVLContinuousTokenBuilder"
+    from chartrl.model.memo import RememberingBuilder
+
+    assert isinstance(tiny_policy.builder, RememberingBuilder)  # renders remembered, verl's builder underneath
+    assert type(tiny_policy.builder.wrapped).__name__ == "QwenVLContinuousTokenBuilder"
 
 
 def test_image_tokens_follow_the_processor_bounds(tiny_policy, default_config):

@@ -16,6 +16,7 @@ import json
 import pytest
 import torch
 
+from chartrl.model import positions
 from chartrl.model.batching import TokenSequence, collate
 from chartrl.rollout import kv_reuse
 from chartrl.rollout.episodes import apply_pass, run_episodes, start_episodes
@@ -91,12 +92,12 @@ def test_new_tokens_get_the_positions_of_the_whole_sequence(tiny_policy, greedy)
     k = next(i for i, s in enumerate(second) if len(s.images) == 2)
     ids, images = second[k].ids, second[k].images
     batch = collate(tiny_policy, [TokenSequence(ids, images)])
-    whole, _ = kv_reuse.vl_model(tiny_policy).get_rope_index(
+    whole, _ = positions.vl_model(tiny_policy).get_rope_index(
         batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], image_grid_thw=batch["image_grid_thw"]
     )
     cut = new[k].reused
     assert tiny_policy.ids.image_pad in ids[cut:]  # the edited image is among the new tokens
-    tail = kv_reuse.rope_positions(tiny_policy, ids[cut:], batch["image_grid_thw"][1:])
+    tail = positions.rope_positions(tiny_policy, ids[cut:], batch["image_grid_thw"][1:])
     rebuilt = torch.cat([whole[:, 0, :cut], tail + int(whole[:, 0, :cut].max()) + 1], dim=1)
     assert torch.equal(rebuilt, whole[:, 0])
 
@@ -129,9 +130,12 @@ def test_run_episodes_reports_reuse_and_switching_it_off_changes_no_token(tiny_p
             batch_size=8,
             stats=stats,
         )
-        results[reuse] = ([e.response_ids for e in episodes], stats)
+        results[reuse] = ([e.response_ids for e in episodes], stats, [len(e.prompt_ids) for e in episodes])
     assert results[True][0] == results[False][0]
-    assert results[True][1][0]["reused_prefix_tokens"] == 0  # nothing to reuse in pass 1
+    # pass 1: the two samples of a prompt share one prefill of the prompt but its last token
+    prompt_lengths = results[True][2]
+    assert results[True][1][0]["reused_prefix_tokens"] == sum(length - 1 for length in prompt_lengths)
+    assert results[False][1][0]["reused_prefix_tokens"] == 0
 
 
 def test_reusable_prefix_never_splits_or_swaps_an_image_and_leaves_a_token_to_feed():
@@ -197,3 +201,28 @@ def test_an_appending_layer_holds_what_concatenation_would():
         assert torch.equal(keys, expected) and torch.equal(values, -expected)
         assert layer.get_seq_length() == expected.shape[-2]
     assert layer._key_buffer.shape[-2] >= 16  # it grew past its first buffer (5 + 2) twice
+
+
+def test_samples_of_one_prompt_prefilled_once_draw_what_generate_draws(tiny_policy, synth_rows, default_config):
+    """Pass 1 with rollout.n > 1: each prompt's keys/values computed once and copied to its samples' rows give the
+    tokens (sampled, one seed) and log-probs of generate on every row's whole prompt."""
+    rows = synth_rows["val"][:3]
+    results = {}
+    for reuse in (True, False):
+        torch.manual_seed(5)
+        episodes = run_episodes(
+            tiny_policy,
+            rows,
+            with_tools=False,
+            n=3,
+            params=SamplingParams(max_new_tokens=12, temperature=1.0, kv_reuse=reuse),
+            prompt_config=default_config.prompts,
+            tools=default_config.tools,
+            batch_size=9,
+        )
+        results[reuse] = episodes
+    shared, whole = results[True], results[False]
+    assert [e.response_ids for e in shared] == [e.response_ids for e in whole]
+    assert len({tuple(e.response_ids) for e in whole}) > 3  # the samples of a prompt differ: a real draw
+    for a, b in zip(shared, whole, strict=True):
+        assert max((abs(x - y) for x, y in zip(a.response_logprobs, b.response_logprobs, strict=True)), default=0) < 1e-4

@@ -38,6 +38,11 @@ class RememberingBuilder:
         self._merges: dict[Any, Any] = {}
         self.hits = self.misses = 0
 
+    @property
+    def wrapped(self):
+        """The builder whose renders are remembered."""
+        return self._builder
+
     def __getattr__(self, name: str):
         return getattr(self._builder, name)
 

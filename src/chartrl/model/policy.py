@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chartrl.model.memo import RememberingBuilder
 from chartrl.model.vision import share_image_features
 from chartrl.threads import use_threads
 
@@ -90,4 +91,5 @@ def load_policy(path: str | Path, *, threads: int | None = None, train: bool = F
     builder = create_continuous_token_builder(
         processor.tokenizer, processor=processor, hf_model_type=model.config.model_type
     )
+    builder = RememberingBuilder(builder)  # validation and evaluation render the same conversations again
     return Policy(model=model, processor=processor, builder=builder, ids=token_ids(processor.tokenizer), path=str(path))

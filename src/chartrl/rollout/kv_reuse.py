@@ -24,7 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chartrl.model.batching import TokenSequence, image_pixels
+from chartrl.model.batching import TokenSequence, collate, image_pixels
+from chartrl.model.positions import image_runs, images_before, rope_positions, vl_model
+from chartrl.rollout.cache import appending_cache
 
 
 @dataclass
@@ -40,38 +42,6 @@ class RowCache:
     """The images whose pad runs ``ids`` holds, in order (image pad ids alone do not tell two images apart)."""
 
 
-def vl_model(policy):
-    """The Qwen2.5-VL inner model (the one holding ``get_rope_index``), through a PEFT wrapper if there is one."""
-    model = policy.model
-    if hasattr(model, "get_base_model"):
-        model = model.get_base_model()
-    return model.model
-
-
-def rope_positions(policy, ids: list[int], grid=None):
-    """(3, len(ids)) positions ``get_rope_index`` gives ``ids`` as a sequence of its own (text from 0); ``grid``:
-    (images, 3) grid sizes of the images whose pad runs ``ids`` holds."""
-    import torch
-
-    tokens = torch.tensor([ids], dtype=torch.long)
-    mm = (tokens == policy.ids.image_pad).long()
-    positions, _ = vl_model(policy).get_rope_index(tokens, mm_token_type_ids=mm, image_grid_thw=grid)
-    return positions[:, 0]
-
-
-def _image_runs(ids: Sequence[int], image_pad: int) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for k, token in enumerate(ids):
-        if token == image_pad and start is None:
-            start = k
-        elif token != image_pad and start is not None:
-            runs.append((start, k))
-            start = None
-    if start is not None:
-        runs.append((start, len(ids)))
-    return runs
-
-
 def reusable_prefix(cache: RowCache | None, sequence: TokenSequence, image_pad: int) -> int:
     """How many leading tokens of ``sequence`` can be taken from ``cache``: their common prefix, cut back to the
     start of an image that it would split or that is not the same image object, leaving one token to feed."""
@@ -84,8 +54,8 @@ def reusable_prefix(cache: RowCache | None, sequence: TokenSequence, image_pad: 
             break
         common += 1
     common = min(common, len(ids) - 1)  # the last token is fed: its logits start the pass
-    cached_runs = _image_runs(cache.ids, image_pad)
-    for k, (start, end) in enumerate(_image_runs(ids, image_pad)):
+    cached_runs = image_runs(cache.ids, image_pad)
+    for k, (start, end) in enumerate(image_runs(ids, image_pad)):
         if start >= common:
             break
         whole = end <= common and k < len(cached_runs) and cached_runs[k] == (start, end)
@@ -151,14 +121,12 @@ def continue_batch(
     (B, T, V) float, reused prefix length per row, RowCache per row or None)."""
     import torch
 
-    from chartrl.rollout.cache import appending_cache
-
     pad = policy.ids.pad
     batch = len(sequences)
     prefix = [reusable_prefix(c, s, policy.ids.image_pad) for c, s in zip(caches, sequences, strict=True)]
     suffixes, suffix_images = [], []
     for seq, p in zip(sequences, prefix, strict=True):
-        before = sum(1 for _, end in _image_runs(seq.ids, policy.ids.image_pad) if end <= p)
+        before = images_before(seq.ids, policy.ids.image_pad, p)
         suffixes.append(seq.ids[p:])
         suffix_images.append(list(seq.images[before:]))
     inputs: dict[str, Any] = {}
@@ -275,6 +243,14 @@ def caches_after_generate(
     policy, sequences: Sequence[TokenSequence], batch: dict[str, Any], completions, past_key_values, stop_ids
 ) -> list[RowCache]:
     """Per-row caches from a left-padded ``generate`` call on ``sequences`` (``batch`` as ``collate`` built it)."""
+    steps = completions.shape[1]
+    fed = [fed_tokens(completions[row].tolist(), stop_ids, steps) for row in range(completions.shape[0])]
+    return _row_caches(policy, sequences, batch, past_key_values, completions, fed)
+
+
+def _row_caches(policy, sequences, batch, past_key_values, completions=None, fed=None) -> list[RowCache]:
+    """Per-row caches of a left-padded forward of ``sequences`` (``batch`` as ``collate`` built it) whose keys and
+    values ``past_key_values`` holds, with each row's first ``fed[row]`` tokens of ``completions`` after it."""
     import torch
 
     mask = batch["attention_mask"]
@@ -284,18 +260,19 @@ def caches_after_generate(
         image_grid_thw=batch.get("image_grid_thw"),
         attention_mask=mask,
     )
-    steps = completions.shape[1]
+    steps = 0 if completions is None else completions.shape[1]
     out = []
     for row in range(mask.shape[0]):
-        fed = fed_tokens(completions[row].tolist(), stop_ids, steps)
+        row_fed = fed[row] if fed is not None else 0
         real = mask[row].bool()
-        keep = torch.cat([real, torch.arange(steps - 1) < fed])
+        keep = torch.cat([real, torch.arange(max(steps - 1, 0)) < row_fed])
         prompt_positions = positions[:, row, real]
         start = int(prompt_positions.max()) + 1
-        gen_positions = (torch.arange(fed) + start).view(1, -1).expand(3, -1)
+        gen_positions = (torch.arange(row_fed) + start).view(1, -1).expand(3, -1)
+        sampled = completions[row, :row_fed].tolist() if row_fed else []
         out.append(
             RowCache(
-                ids=batch["input_ids"][row, real].tolist() + completions[row, :fed].tolist(),
+                ids=batch["input_ids"][row, real].tolist() + sampled,
                 keys=[layer.keys[row][:, keep] for layer in past_key_values.layers],
                 values=[layer.values[row][:, keep] for layer in past_key_values.layers],
                 positions=torch.cat([prompt_positions, gen_positions], dim=1),
@@ -303,3 +280,26 @@ def caches_after_generate(
             )
         )
     return out
+
+
+def shared_prompt_caches(policy, sequences: Sequence[TokenSequence]) -> list[RowCache] | None:
+    """When some of ``sequences`` repeat (a GRPO group's ``rollout.n`` samples of one prompt, the same token ids and
+    the same image objects): the keys/values of each distinct sequence but its last token, computed once, and per
+    sequence its distinct sequence's cache, for :func:`continue_batch` to prefill only the last token of each row
+    and decode. None when no sequence repeats, or one ends inside an image's tokens."""
+    import torch
+
+    keys = [(tuple(s.ids), tuple(id(image) for image in s.images)) for s in sequences]
+    distinct: dict[tuple, int] = {}
+    for key in keys:
+        distinct.setdefault(key, len(distinct))
+    if len(distinct) == len(sequences) or any(s.ids[-1] == policy.ids.image_pad for s in sequences):
+        return None
+    firsts = [keys.index(key) for key in distinct]
+    heads = [TokenSequence(sequences[i].ids[:-1], sequences[i].images) for i in firsts]
+    batch = collate(policy, heads, padding_side="left")
+    cache = appending_cache(vl_model(policy).config, reserve=0)
+    with torch.no_grad():
+        vl_model(policy)(**batch, past_key_values=cache, use_cache=True)
+    caches = _row_caches(policy, heads, batch, cache)
+    return [caches[distinct[key]] for key in keys]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chartrl.model.batching import TokenSequence, collate
+from chartrl.model.positions import vl_model
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ def _sample_batch(
     from chartrl.rollout.cache import appending_cache
 
     temperature = 1.0 if params.greedy else params.temperature
+    if params.kv_reuse and all(cache is None for cache in caches) and _reuse_allowed(policy):
+        caches = kv_reuse.shared_prompt_caches(policy, sequences) or caches  # a group's prompt prefilled once
     if any(cache is not None for cache in caches) and _reuse_allowed(policy):
         completions, logits, reused, row_caches = kv_reuse.continue_batch(
             policy, sequences, caches, params, stop_ids, keep_cache
@@ -88,7 +91,7 @@ def _sample_batch(
         if params.greedy
         else {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
     )
-    cache = appending_cache(kv_reuse.vl_model(policy).config, reserve=params.max_new_tokens)
+    cache = appending_cache(vl_model(policy).config, reserve=params.max_new_tokens)
     with torch.no_grad():
         generated = policy.model.generate(
             **batch,

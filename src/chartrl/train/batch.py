@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chartrl.model.batching import TokenSequence, collate, logits_at
+from chartrl.model.prefix import shared_heads, shared_prefix_logits_at
 
 
 @dataclass
@@ -59,14 +60,39 @@ def update_batch(episodes: Sequence[Any]) -> UpdateBatch:
 def response_logprobs(model, policy, batch: UpdateBatch, temperature: float):
     """log pi(token | prefix) of every sampled response token under ``model`` (B, R), with gradients, 0 where the
     response mask is 0 (the output head runs on the sampled tokens' positions only). ``model`` is the policy's
-    model or a frozen reference of the same architecture."""
+    model or a frozen reference of the same architecture. Rows that share their prompt (a group's samples) run it
+    through the decoder once (``chartrl.model.prefix``)."""
     import torch
 
-    tensors = collate(policy, batch.sequences, padding_side="right")
     rows, offsets = batch.response_mask.nonzero(as_tuple=True)  # (N,): response token `offset` of row `row`
     positions = torch.tensor(batch.prompt_lengths, dtype=torch.long)[rows] + offsets  # (N,): where it sits
-    logits = logits_at(model, tensors, rows, positions - 1).float() / temperature  # (N, V): t predicts t + 1
-    logprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
-    tokens = tensors["input_ids"][rows, positions]  # (N,)
+    groups, _ = shared_heads(batch.sequences, batch.prompt_lengths, policy.ids.image_pad)
+    if len(set(groups)) < len(groups):
+        logits = shared_prefix_logits_at(model, policy, batch.sequences, batch.prompt_lengths, rows, positions - 1)
+        ids = [sequence.ids for sequence in batch.sequences]
+        tokens = torch.tensor([ids[r][p] for r, p in zip(rows.tolist(), positions.tolist(), strict=True)])  # (N,)
+    else:
+        tensors = collate(policy, batch.sequences, padding_side="right")
+        logits = logits_at(model, tensors, rows, positions - 1)  # (N, V): t predicts t + 1
+        tokens = tensors["input_ids"][rows, positions]  # (N,)
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)  # (N, V)
     picked = logprobs.gather(1, tokens.unsqueeze(1)).squeeze(1)  # (N,)
     return torch.zeros_like(batch.response_mask).index_put((rows, offsets), picked)  # (B, R)
+
+
+def group_micro_batches(batch: UpdateBatch, size: int, image_pad: int) -> list[list[int]]:
+    """Row indices in micro-batches of at most ``size`` rows (more only where one group has more rows), whole groups
+    of rows sharing a prompt kept together (so each micro-batch computes a prompt once) and groups in order of their
+    longest row (micro-batches of similar lengths pad less)."""
+    groups, _ = shared_heads(batch.sequences, batch.prompt_lengths, image_pad)
+    members: dict[int, list[int]] = {}
+    for row, group in enumerate(groups):
+        members.setdefault(group, []).append(row)
+    ordered = sorted(members.values(), key=lambda rows: max(len(batch.sequences[r].ids) for r in rows))
+    out: list[list[int]] = []
+    for rows in ordered:
+        if out and len(out[-1]) + len(rows) <= size:
+            out[-1].extend(rows)
+        else:
+            out.append(list(rows))
+    return out

@@ -38,14 +38,13 @@ from chartrl.config import MlflowSettings, PromptConfig, RolloutConfig, ToolsCon
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
 from chartrl.files import sole_writer, write_atomically, write_json
-from chartrl.model.batching import length_groups
 from chartrl.progress import Progress
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
 from chartrl.tracking import end_status
 from chartrl.train import checkpoints
 from chartrl.train.algorithms import get_algorithm, group_advantages, kl_loss, policy_loss, policy_loss_config
-from chartrl.train.batch import response_logprobs, update_batch
+from chartrl.train.batch import group_micro_batches, response_logprobs, update_batch
 from chartrl.train.resume import job_key, set_aside
 from chartrl.train.schedule import learning_rate
 
@@ -353,7 +352,7 @@ class Trainer:
             job.train.clip_low, max(tokens, 1), max(sequences, 1), job.max_response_tokens, job.train.clip_high
         )
         totals = {"actor/loss": 0.0, "actor/pg_loss": 0.0, "actor/kl": 0.0, "actor/clipfrac": 0.0, "actor/ppo_kl": 0.0}
-        micro_batches = length_groups([len(s.ids) for s in batch.sequences], job.train.micro_batch_size)
+        micro_batches = group_micro_batches(batch, job.train.micro_batch_size, self.policy.ids.image_pad)
         self.model.train()
         for _ in range(job.train.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)

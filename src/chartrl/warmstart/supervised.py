@@ -494,7 +494,7 @@ def train_warmstart(
         history = state["history"]
     progress = Progress("warm start", cfg.steps - start, log, unit="steps")
     # demonstrations repeat (32 a step from the train rows): each conversation is rendered by the processor once
-    builder = RememberingBuilder(policy.builder)
+    builder = policy.builder if isinstance(policy.builder, RememberingBuilder) else RememberingBuilder(policy.builder)
     demo_policy = dataclasses.replace(policy, builder=builder)
     for step in range(start, cfg.steps):
         started = time.perf_counter()
