@@ -266,7 +266,7 @@ rule seed_test_accuracy:
         tracking_uri=CFG.mlflow.tracking_uri,
         experiment=CFG.mlflow.experiment,
     wildcard_constraints:
-        series="|".join(TRAIN_SERIES) or "(?!)",
+        series="|".join(SEEDED_SERIES) or "(?!)",
         seed=r"\d+",
     threads: CFG.evaluate.threads
     log:
@@ -279,6 +279,37 @@ rule seed_test_accuracy:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --run {input.run:q} --data {input.data:q}"
         " --out {output:q} --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q}"
         " --extra-seed {wildcards.seed} > {log:q} 2>&1"
+
+
+# An extra seed's diagonal check: for each eval series with one (DIAGONALS) whose train series the extra seeds train,
+# that seed's greedy test answers scored by the diagonal's two scorers and compared as the diagonal rule compares
+# them, so a hypothesis on drift gets a verdict over seeds. MLflow run {series}/diagonal/seed{seed}.
+rule seed_diagonal:
+    input:
+        answers=lambda wildcards: f"results/seeds/{CFG.series[wildcards.series].of}/seed{wildcards.seed}/test_accuracy.json",
+        data=TEST_DATA,
+    output:
+        "results/seeds/{series}/seed{seed}/diagonal.json",
+    params:
+        spec=seed_diagonal_job_spec,
+        code=job_code("seed-diagonal", uses=diagonal_code),
+        scorers=lambda wildcards: " ".join(DIAGONAL_SCORERS[wildcards.series]),
+        tracking_uri=CFG.mlflow.tracking_uri,
+        experiment=CFG.mlflow.experiment,
+    wildcard_constraints:
+        series="|".join(SEEDED_DIAGONALS) or "(?!)",
+        seed=r"\d+",
+    retries: 2  # a judge endpoint: as the score rule (verdicts already given are cached)
+    log:
+        "results/logs/seeds/{series}/seed{seed}/diagonal.log",
+    benchmark:
+        "results/benchmarks/seeds/{series}/seed{seed}/diagonal.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        "chartrl seed-diagonal --spec {params.spec:q} --test-accuracy {input.answers:q} --data {input.data:q}"
+        " --scorers {params.scorers} --extra-seed {wildcards.seed} --out {output:q}"
+        " --tracking-uri {params.tracking_uri:q} --experiment {params.experiment:q} > {log:q} 2>&1"
 
 
 rule warmstart_test_accuracy:

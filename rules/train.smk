@@ -5,8 +5,8 @@
 # checkpoints/ (not outputs, so a killed job rerun with --rerun-incomplete resumes from them); run.json is written
 # last.
 #
-# More seeds (extra_seeds, off in the embedded default): every train series trained again from the same starting
-# model with another train seed, so the report can show the spread. The main run (train.seed) keeps its own
+# More seeds (extra_seeds): the train series the hypotheses compare (Config.seeded_series) trained again from the same
+# starting model with other train seeds, so every verdict rests on every seed and the report can show the spread. The main run (train.seed) keeps its own
 # paths; the other seeds live under results/seeds/{series}/seed{seed}/, and their MLflow runs have names of their
 # own ({series}/train/seed{seed}), so they never supersede the main run.
 include: "helpers/train.smk"
@@ -50,7 +50,7 @@ use rule train as train_seed with:
         run="results/seeds/{series}/seed{seed}/run.json",
         metrics="results/seeds/{series}/seed{seed}/metrics.jsonl",
     wildcard_constraints:
-        series="|".join(TRAIN_SERIES) or "(?!)",
+        series="|".join(SEEDED_SERIES) or "(?!)",
         seed=r"\d+",
     log:
         "results/logs/seeds/{series}/seed{seed}/train.log",

@@ -34,6 +34,11 @@ NEUTRAL = {
     "series.e4.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
     "series.e8.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
     "series.e9.": "the miniature's evaluation points; gpu.yaml names the study's, a recipe's run_series drops e1-e14",
+    **{
+        f"series.{sid}.reward.": "the miniature's length budget; gpu.yaml sets the study's, a recipe's run_series "
+        "drops the study's series"
+        for sid in ("e6", "e7", "e10", "e11", "e12")
+    },
     "judge.false_accept_rate": "read by the reference judge only: every judge the overlay uses is an LLM",
     "judge.false_reject_rate": "read by the reference judge only: every judge the overlay uses is an LLM",
 }
@@ -80,6 +85,8 @@ def test_nothing_the_embedded_default_sets_leaks_into_a_study_overlay(overlay_na
     assert {"h1", "h2"}.isdisjoint(config.series)
     if {"e4", "e8", "e9"} & set(config.series):  # the study names its own evaluation points
         assert all(f"series.{sid}.checkpoint" in overlay for sid in ("e4", "e8", "e9")), overlay_name
+    for sid in {"e6", "e7", "e10", "e11", "e12"} & set(config.series):  # and its own length budget
+        assert f"series.{sid}.reward.length_budget" in overlay, (overlay_name, sid)
     if "judge." not in STUDY_OVERLAYS[overlay_name]:  # the judge's error rates are neutral: its judges are LLMs
         assert all(j.backend == "openai" for j in _judges_used(config)), overlay_name
     assert {"synthchart", "chartqa_sample"}.isdisjoint(config.needed_splits())

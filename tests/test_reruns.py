@@ -37,7 +37,7 @@ CHANGES = {
     "datasets": "datasets: {synthchart: {seed: 1}}",
     "extra_datasets": "extra_datasets: []",
     "train": "train: {lr: 0.0002}",
-    "extra_seeds": "extra_seeds: [1]",
+    "extra_seeds": "extra_seeds: [1, 3]",
     "series": "series: {e6: {reward: {name: v2_shaped, d_length: 0.3}}}",
     "run_series": "run_series: [e1, e4]",
     "judge": "judge: {max_tokens: 128}",
@@ -51,11 +51,14 @@ CHANGES = {
 
 EVALUATION = {"generate", "score", "matrix_score", "diagonal", "rerank", "rerank_score"}
 TEST_ACCURACY = {"test_accuracy", "test_curve", "warmstart_test_accuracy"}
+# The extra train seeds' jobs (the embedded default trains the hypotheses' series under two more seeds).
+SEEDS = {"train_seed", "seed_test_accuracy"}
 # Jobs that write to MLflow, or run a model through the launcher (their command line carries its settings).
 TRACKED = {"data_card", "warmstart", "warmstart_check", "shortcut_filter", "train"} | EVALUATION | TEST_ACCURACY
-LAUNCHED = {"shortcut_answers", "train", "generate", "rerank"} | TEST_ACCURACY
+TRACKED |= SEEDS | {"seed_diagonal"}
+LAUNCHED = {"shortcut_answers", "train", "generate", "rerank"} | TEST_ACCURACY | SEEDS
 # Jobs that roll out a policy with the prompts and tools.
-ROLLING_OUT = {"warmstart_check", "shortcut_answers", "train", "generate", "rerank"} | TEST_ACCURACY
+ROLLING_OUT = {"warmstart_check", "shortcut_answers", "train", "generate", "rerank"} | TEST_ACCURACY | SEEDS
 
 # section (or section.key) -> the rules whose jobs its change reruns. The report takes the whole config (it shows
 # it), so every change reruns it.
@@ -77,20 +80,23 @@ RERUNS = {
     "data": {"data_split", "data_card", "report"},
     "datasets": {"data_split", "data_card", "report"},
     "extra_datasets": {"report"},  # its jobs leave the plan; none reruns
-    "train": {"train", "report"},
-    "extra_seeds": {"train_seed", "seed_test_accuracy", "report"},
-    "series": {"train", "test_accuracy", "test_curve"} | EVALUATION - {"rerank", "rerank_score"} | {"report"},
+    "train": {"train", "train_seed", "report"},
+    "extra_seeds": SEEDS | {"seed_diagonal", "report"},  # seed 3's jobs join the plan (seed 2's leave it)
+    "series": {"train", "test_accuracy", "test_curve"} | EVALUATION - {"rerank", "rerank_score"} | SEEDS
+    | {"seed_diagonal", "report"},
     "run_series": {"report"},
     # the judge-reward series' training (e2, e12: the test below) and the judge and panel scorers' jobs (a rule
     # scorer's read none of it)
-    "judge": {"train", "score", "matrix_score", "report"},
+    "judge": {"train", "train_seed", "score", "matrix_score", "seed_diagonal", "report"},
     # each kind of job holds the evaluate keys its command declares (READS in chartrl.commands)
-    "evaluate": {"diagonal", "rerank_score", "shortcut_filter", "report"},  # the bootstrap intervals
-    "evaluate.year_rule": {"score", "matrix_score"} | TEST_ACCURACY | {"report"},
+    "evaluate": {"diagonal", "rerank_score", "shortcut_filter", "seed_diagonal", "report"},  # the intervals
+    "evaluate.year_rule": {"score", "matrix_score", "seed_test_accuracy", "seed_diagonal"} | TEST_ACCURACY | {"report"},
     "evaluate.curve_rows": {"test_curve", "report"},
     "reference_values": {"report"},
-    "hypotheses": {"report"},  # tested by the report alone
-    "evaluate.hacking_drift": {"diagonal", "report"},  # the diagonal check's verdict
+    # tested by the report; the extra seeds train the series they compare (with none stated, every train series:
+    # the other series' seed jobs join the plan)
+    "hypotheses": SEEDS | {"report"},
+    "evaluate.hacking_drift": {"diagonal", "seed_diagonal", "report"},  # the diagonal check's verdict
 }
 
 

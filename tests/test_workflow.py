@@ -103,14 +103,16 @@ def test_a_local_config_with_model_path_trains_every_series_from_that_model(tmp_
 def test_the_longest_jobs_go_first_tool_series_then_baselines_then_evaluation(tmp_path):
     """Snakemake runs ready jobs by priority: a tool series' training (two rollout passes) before a baseline's,
     both before every evaluation job, so that a long training never starts last beside an idle core."""
-    dry = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config/seeds.yaml"))
+    dry = snakemake(tmp_path, "-n")  # the embedded default: with its extra seeds
     priorities = {}
     for rule, wildcards, block in _job_blocks(dry.stdout):
         priority = re.search(r"priority: (\d+)", block)
         priorities[(rule, wildcards)] = int(priority.group(1) if priority else 0)
     tool_series = {"e1", "e2", "e6", "e10", "e12", "h1"}
     trainings = {job: p for job, p in priorities.items() if job[0] in ("train", "train_seed")}
-    assert len(trainings) == 3 * len(TRAIN_SERIES)  # the extra seeds' runs too
+    seeded = [s.id for s in load_config(root=REPO).seeded_series]
+    assert 0 < len(seeded) < len(TRAIN_SERIES)  # the series the hypotheses compare
+    assert len(trainings) == len(TRAIN_SERIES) + 2 * len(seeded)  # and their extra seeds' runs
     for (rule, wildcards), priority in trainings.items():
         series = re.search(r"series=(\w+)", wildcards).group(1)
         assert priority == (2 if series in tool_series else 1), (rule, wildcards)

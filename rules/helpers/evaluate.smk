@@ -35,6 +35,8 @@ def _diagonals():
 
 
 DIAGONALS = _diagonals()
+# Each diagonal's two scorers (the first scores file's, then the second's), and the diagonals an extra seed repeats.
+DIAGONAL_SCORERS = {sid: [Path(path).stem.removeprefix("scores_") for path in pair] for sid, pair in DIAGONALS.items()}
 
 
 def eval_train_run(wildcards):
@@ -120,6 +122,21 @@ GENERATE_COMMAND = "verl generate" if VERL else "generate"
 generate_job_spec = job_spec(GENERATE_COMMAND, **eval_entries())
 
 
+def diagonal_judge(wildcards):
+    """The judge: section an extra seed's diagonal reads: the eval series' judge, when one of its two scorers judges."""
+    scorers = DIAGONAL_SCORERS[wildcards.series]
+    return CFG.judge_section(wildcards.series) if any(judges(s) for s in scorers) else chartrl.OMIT
+
+
+def diagonal_code(wildcards):
+    """The code of an extra seed's diagonal: both scorers' rewards and the judge they ask."""
+    scorers = DIAGONAL_SCORERS[wildcards.series]
+    return sorted({module for scorer in scorers for module in chartrl.scorer_code(CFG, wildcards.series, scorer)})
+
+
+seed_diagonal_job_spec = job_spec("seed-diagonal", sections={"judge": diagonal_judge}, **eval_entries())
+
+
 def generate_launch(wildcards):
     """The launcher prefix of a generate job (as train_launch: verl's driver takes one CPU, its workers the GPUs)."""
     spec = generate_job_spec(wildcards)
@@ -155,6 +172,7 @@ def test_accuracy_spec(series_id):
 # <answer>; a recipe overlay whose eval series use the recipe's own scorers (r1v, multiple_choice) reports those
 # instead, so these jobs are not run for it (the report says why in their place).
 STUDY_ANALYSIS = not set(chartrl.matrix_scorers(CFG)) <= set(chartrl.RECIPE_SCORERS)
+SEEDED_DIAGONALS = [sid for sid in DIAGONALS if CFG.series[sid].of in SEEDED_SERIES] if STUDY_ANALYSIS else []
 
 
 def test_accuracy_targets():
@@ -167,12 +185,12 @@ def test_accuracy_targets():
 
 
 def seed_targets():
-    """Each extra seed's run, tested like the main run (its training comes with it)."""
-    if CFG.backend != "local":
-        return []
-    return [
-        f"results/seeds/{series}/seed{seed}/test_accuracy.json" for series in TRAIN_SERIES for seed in CFG.extra_seeds
-    ]
+    """Each extra seed's run, tested like the main run (its training comes with it), and the diagonal check of each
+    eval series with one whose train series the seeds train."""
+    seeds = CFG.extra_seeds
+    targets = [f"results/seeds/{series}/seed{seed}/test_accuracy.json" for series in SEEDED_SERIES for seed in seeds]
+    targets += [f"results/seeds/{series}/seed{seed}/diagonal.json" for series in SEEDED_DIAGONALS for seed in seeds]
+    return targets
 
 
 def test_accuracy_launch(wildcards):

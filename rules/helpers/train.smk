@@ -1,6 +1,8 @@
 # The train stage's helpers (rules/train.smk): a train job's spec, launch prefix, folder and command (for a series'
 # main run and its extra seeds alike), the targets.
 TRAIN_SERIES = [s.id for s in CFG.train_series]
+# The train series the extra seeds train again (Config.seeded_series: those the hypotheses compare).
+SEEDED_SERIES = [s.id for s in CFG.seeded_series] if CFG.backend == "local" else []
 
 
 def series_split(series, split):

@@ -34,6 +34,54 @@ def test_summary_by_question_type_and_label_share():
     assert out["correct_label_share"] == pytest.approx(1 / 3)
 
 
+def test_habits_are_shares_of_the_answers_that_say():
+    """What v2's terms and v3's gate act on, per answer: format errors, preambles (a restated question before the
+    answer), calls that failed or did not parse, calls that ran before a wrong answer. A record written without a
+    field (an older run) is left out of that share, not counted as a habit."""
+    records = [
+        {**_record("value", 1.0, tool_call=True), "preamble": True, "tool_outcome": "executed"},
+        {**_record("value", 0.0, tool_call=True), "preamble": False, "tool_outcome": "executed"},
+        {**_record("value", 0.0, tool_call=True, well_formed=False), "preamble": False, "tool_outcome": "failed"},
+        {**_record("count", 1.0), "preamble": None, "tool_outcome": "malformed"},  # no answer tag: no preamble
+        _record("count", 1.0),  # an older record: neither field
+    ]
+    out = summarise(records)
+    assert out["format_error_rate"] == pytest.approx(1 / 5)
+    assert out["preamble_rate"] == pytest.approx(1 / 3)
+    assert out["failed_call_rate"] == pytest.approx(2 / 4)
+    assert out["unhelpful_call_rate"] == pytest.approx(1 / 4)
+
+
+def test_episode_habits_match_the_record_habits(warm_model_dir, synth_rows, default_config):
+    """The trainer's per-step habit rates (rollout statistics of episodes) and the test summary's (records of the
+    same episodes) are the same numbers."""
+    import torch
+
+    from chartrl.evaluate.accuracy import episode_record
+    from chartrl.model.policy import load_policy
+    from chartrl.rollout.episodes import run_episodes
+    from chartrl.rollout.sampling import SamplingParams
+    from chartrl.rollout.statistics import rollout_statistics
+
+    policy = load_policy(warm_model_dir, threads=2)
+    torch.manual_seed(0)
+    episodes = run_episodes(
+        policy,
+        synth_rows["val"][:8],
+        with_tools=True,
+        n=2,
+        params=SamplingParams(max_new_tokens=default_config.rollout.max_new_tokens),
+        prompt_config=default_config.prompts,
+        tools=default_config.tools,
+        batch_size=16,
+    )
+    statistics, summary = rollout_statistics(episodes), summarise([episode_record(e) for e in episodes])
+    for name in ("preamble_rate", "failed_call_rate", "unhelpful_call_rate"):
+        assert statistics[name] == pytest.approx(summary[name] or 0.0), name
+    wrong = [e.sampled_tokens for e, r in zip(episodes, map(episode_record, episodes), strict=True) if not r["score"]]
+    assert statistics["wrong_answer_tokens"] == pytest.approx(sum(wrong) / len(wrong) if wrong else 0.0)
+
+
 def test_no_calls_means_no_label_share():
     assert summarise([_record("value", 1.0)])["correct_label_share"] is None
 
@@ -91,8 +139,8 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
         {"id": "a", "sample": 1, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
          "answer": "0", "final_response": "<answer>0</answer>"},
         {"id": "a", "sample": 0, "tool_calls": json.dumps([call(["2020"]), call(["2019"])]),
-         "tool_error_kinds": json.dumps(["label_not_on_chart", ""]), "tool_called": True,
-         "answer": "4", "final_response": "<answer>4</answer>"},
+         "tool_error_kinds": json.dumps(["label_not_on_chart", ""]), "tool_called": True, "tool_outcome": "failed",
+         "response_tokens": 31, "answer": "4", "final_response": "<answer>4</answer>"},
         # question b: no answer tag
         {"id": "b", "sample": 0, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
          "answer": None, "final_response": "seven"},
@@ -102,6 +150,8 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
         "id": "a", "question_type": "value", "score": 1.0, "well_formed": True, "tool_call": True,
         "correct_label": True,  # the executed call's labels, not the refused one's
         "answer": "4", "truth": "4",  # what it answered, beside the gold answer (the report's collapse check)
+        "response": "<answer>4</answer>", "preamble": False,  # the answer and what came before it
+        "tool_outcome": "failed", "sampled_tokens": 31,  # the episode's worst call outcome and its length
     }  # fmt: skip
     assert records["b"]["score"] == 0.0 and not records["b"]["well_formed"] and records["b"]["correct_label"] is None
     assert (records["b"]["answer"], records["b"]["truth"]) == (None, "7")

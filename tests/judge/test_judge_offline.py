@@ -271,6 +271,12 @@ CANDIDATES = [
     ("Washington, D.C.", "Washington DC", True, True),  # a comma inside a text answer
     ("2012, 2011", "[2011, 2012]", True, True),  # a list reference takes a list answer
     ("40", "40", True, True),  # a committed answer is judged as always
+    ("Yes or Yes", "Yes", True, True),  # one candidate repeated is that answer, committed: not a hedge
+    ("Yes or Yes", "No", False, False),
+    ("40 or 40", "40", True, True),
+    ("40 or 40", "70", False, False),
+    ("B or B", "B", True, True),
+    ("B or b", "D", False, False),
 ]
 
 

@@ -134,6 +134,16 @@ def mini_rows():
     return collect_split(dataset_from(section, name="mini"), "train", root=".")[0]
 
 
+@pytest.fixture(scope="module")
+def mini_counts():
+    """Mini charts asked how many bars they have: questions that name no label."""
+    from chartrl.data.stage import collect_split
+
+    section = {"source": "synthchart", "seed": 6, "splits": {"train": 6}, "styles": {"mini": 1}}
+    section["question_types"] = {"count": 1}
+    return collect_split(dataset_from(section, name="mini"), "train", root=".")[0]
+
+
 def _trained_text(policy, demo) -> str:
     return policy.tokenizer.decode([t for t, m in zip(demo.ids, demo.mask, strict=True) if m])
 
@@ -464,3 +474,69 @@ def test_the_check_is_a_job_of_its_own_on_the_saved_model(tiny_model_dir, mini_r
     assert "warmstart.steps" not in checked.data.params
     assert warm.data.params["warmstart.steps"] == "2" and "warmstart.eval_rows" not in warm.data.params
     assert not any(key.startswith("rollout.") for key in warm.data.params)
+
+
+NO_HABITS = {"format_slip_rate": 0.0, "ramble_rate": 0.0, "failed_call_rate": 0.0, "hedge_rate": 0.0}
+
+
+
+@pytest.mark.parametrize("with_tools", [True, False], ids=["tool prompt", "no-tool prompt"])
+def test_habits_are_drawn_into_the_demonstrated_answers(tiny_policy, mini_rows, default_config, with_tools):
+    """format_slip_rate 1: a period after every closing tag (the answer still reads); ramble_rate 1: the question
+    restated before every answer given after a call, and before none given without one."""
+    from chartrl.answers import extract_answer, is_well_formed
+    from chartrl.rollout.conversation import question_of
+
+    habits = {**NO_HABITS, "format_slip_rate": 1.0, "ramble_rate": 1.0}
+    cfg = _cfg(default_config, tool_rate=0.5, no_tool_rate=0.0 if with_tools else 1.0, **habits)
+    kinds = set()
+    for i, row in enumerate(mini_rows):
+        rng = random.Random(i)
+        demo = build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
+        final = _trained_text(tiny_policy, demo).rsplit("<|im_end|>", 2)[-2]  # the last assistant turn
+        restated = final.startswith(question_of(row) + " <answer>")
+        assert restated == demo.kind.startswith("tool") and final.endswith("</answer>."), (demo.kind, final)
+        assert extract_answer(final) is not None and not is_well_formed(final)
+        kinds.add(demo.kind)
+    if with_tools:  # answers without a call and after one
+        assert "direct" in kinds and kinds & {"tool_correct", "tool_other"}
+    else:
+        assert kinds == {"no_tool"}
+
+
+def test_a_question_needing_no_tool_gets_a_failed_call_at_failed_call_rate(
+    tiny_policy, mini_rows, mini_counts, default_config
+):
+    """failed_call_rate 1: a question that names no label (how many bars) is demonstrated, with the tool prompt, by
+    a call on a letter the chart does not have, the tool's error, and the right answer; a question naming labels is
+    demonstrated as without the habit."""
+    cfg = _cfg(default_config, tool_rate=0.0, no_tool_rate=0.0, **{**NO_HABITS, "failed_call_rate": 1.0})
+    for i, row in enumerate(mini_counts):
+        rng = random.Random(i)
+        demo = build_demonstration(tiny_policy, row, rng, cfg, default_config.prompts, default_config.tools)
+        assert demo.kind == "tool_failed" and demo.outcome == "failed", row.id
+        text = _trained_text(tiny_policy, demo)
+        call = json.loads(text.split("<tool_call>")[1].split("</tool_call>")[0])
+        [label] = call["arguments"]["x_values"]
+        assert label in "ABCDEFGH" and label not in row.bboxes["x_values"]
+        assert len(demo.images) == 1  # an error observation: no edited chart
+        assert text.endswith(f"<answer>{row.answer}</answer><|im_end|>")
+    rng = random.Random(0)
+    demo = build_demonstration(tiny_policy, mini_rows[0], rng, cfg, default_config.prompts, default_config.tools)
+    assert demo.kind == "direct"
+
+
+@pytest.mark.parametrize("habit", ["format_slip_rate", "ramble_rate", "failed_call_rate"])
+def test_a_habit_at_rate_0_draws_nothing(tiny_policy, mini_rows, mini_counts, default_config, habit):
+    """A warm start without a habit demonstrates exactly what it did before the key existed: at rate 0 no draw is
+    made, so the sampler's state after a demonstration differs from the one a rate above 0 leaves (which draws,
+    though a rate this small never fires)."""
+    plain = _cfg(default_config, tool_rate=0.5, no_tool_rate=0.2, **NO_HABITS)
+    drawing = dataclasses.replace(plain, **{habit: 1e-9})
+    changed = 0
+    for i, row in enumerate([*mini_rows, *mini_counts]):
+        rng, other = random.Random(i), random.Random(i)
+        build_demonstration(tiny_policy, row, rng, plain, default_config.prompts, default_config.tools)
+        build_demonstration(tiny_policy, row, other, drawing, default_config.prompts, default_config.tools)
+        changed += rng.getstate() != other.getstate()
+    assert changed > 0

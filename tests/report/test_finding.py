@@ -5,6 +5,8 @@ hypotheses and the limits."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -19,7 +21,9 @@ from conftest import REPO
 
 @pytest.fixture(scope="module")
 def config():
-    return load_config(root=REPO)
+    """The embedded default with its headline over every question type (its own leaves compare questions out)."""
+    default = load_config(root=REPO)
+    return dataclasses.replace(default, evaluate=dataclasses.replace(default.evaluate, headline_types=None))
 
 
 def _test_file(path, right_value, answer_compare="Yes", calls=0.0):
@@ -84,7 +88,7 @@ def test_the_finding_says_who_beats_the_start_and_the_baseline_and_what_the_diag
     # every compare question answered Yes by the warm start, e1 and e3 (No by e6): named, with the gold share
     assert "compare questions get 'Yes' from warmstart (tools), warmstart (no tool), e1, e3" in collapse
     assert "0.50 of the gold answers are 'Yes'" in collapse and "compare questions get 'No' from e6" in collapse
-    assert finding["sentences"][4].startswith("Hypotheses: ")
+    assert finding["sentences"][4].startswith("Hypotheses (one train seed: the test questions' noise only): ")
 
 
 def test_the_headline_has_a_row_per_policy_each_cell_a_number_or_why_not(config, report):
@@ -118,3 +122,29 @@ def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(repor
     assert (
         "compare: every answer is &#39;Yes&#39; (0.50 is the share of &#39;Yes&#39; among the gold answers): " in page
     )
+
+
+def test_a_headline_over_some_question_types_leaves_the_others_out_and_says_why(report, tmp_path):
+    """evaluate.headline_types [value, count]: the headline accuracy and the gains are over the value questions of
+    these files (they hold no count question), the compare questions are shown apart, with what the warm-start
+    check says of them and the share of their most common gold answer."""
+    default = load_config(root=REPO)
+    assert default.evaluate.headline_types == ("value", "count")
+    results = tmp_path / "results"
+    _test_file(results / "eval/warmstart/test_accuracy_tools_on.json", 20, calls=0.2)
+    _test_file(results / "eval/e1/test_accuracy.json", 50, calls=0.9)
+    check = {"greedy/masked_chart": {"accuracy_by_question_type": {"compare": 0.55, "value": 1.0}},
+             "greedy/masked_chart_shuffled_images": {"accuracy_by_question_type": {"compare": 0.5}}}  # fmt: skip
+    (results / "models").mkdir(parents=True)
+    (results / "models/warmstart_check.json").write_text(json.dumps(check))
+    metrics = build_report(default, results, tmp_path / "report")
+    assert metrics["finding"]["versus_warm_start"]["e1"]["mean"] == pytest.approx((50 - 20) / 60)
+    assert metrics["finding"]["rows"]["e1"]["test_accuracy"]["n"] == 60
+    headline = metrics["headline"]
+    assert headline["types"] == ["value", "count"] and headline["key"] == "headline"
+    assert headline["left_out"] == {
+        "compare": {"masked_chart": 0.55, "masked_chart_shuffled": 0.5, "questions": 40,
+                    "most_common_answer": "No", "most_common_share": 0.5},  # a tie: the first in order
+    }  # fmt: skip
+    page = (tmp_path / "report/index.html").read_text()
+    assert "Compare questions are left out" in page and "the value and count questions" in page

@@ -471,3 +471,26 @@ def test_r1v_format_is_linear():
     start = time.perf_counter()
     assert r1v_module.r1v_format(response) == 0.0
     assert time.perf_counter() - start < 0.5
+
+
+def test_bonus_on_wrong_is_what_v2_pays_a_wrong_answer_and_v3_does_not():
+    """v2's shaping pays a wrong, well-formed answer after a call that ran (+0.1 format, +0.1 tool); v3's gate pays
+    it nothing, nor v1's conditional tool bonus; a right answer's bonus is not counted; a reward that declares no
+    bonuses has no such figure."""
+    from chartrl.rewards.registry import bonus_on_wrong
+
+    def items(*cases):
+        return [
+            RewardInput(response=f"<answer>{answer}</answer>", ground_truth="40", tool_outcome=outcome, tool_calls=1)
+            for answer, outcome in cases
+        ]
+
+    batch = items(("70", "executed"), ("40", "executed"), ("70", "failed"), ("70", "none"))
+    v2 = get_reward("v2_shaped", {"d_format": 0.1, "d_length": 0.1, "d_tool": 0.1})(batch)
+    v3 = get_reward("v3_gra", {})(batch)
+    # wrong after a call that ran: 0.2; right: not counted; wrong after a failed call: 0.1 (format only); no call: 0.1
+    assert bonus_on_wrong(v2, REWARDS["v2_shaped"].bonuses) == pytest.approx((0.2 + 0.0 + 0.1 + 0.1) / 4)
+    assert bonus_on_wrong(v3, REWARDS["v3_gra"].bonuses) == 0.0
+    v1 = get_reward("v1_rule", {"tool_bonus": 0.5})(batch)  # its tool bonus is paid on a right answer only
+    assert bonus_on_wrong(v1, REWARDS["v1_rule"].bonuses) == 0.0
+    assert bonus_on_wrong(v1, REWARDS["r1v"].bonuses) is None  # a reward whose parts are signals declares none

@@ -44,10 +44,15 @@ READS = {
 }
 
 
+SEED_CONDITIONS = ("test", "test_shuffled_images", "test_sampled")
+"""An extra train seed's test conditions: what the hypotheses and the spread over seeds read (the tool-placebo
+control is the main run's, in the report's test curves)."""
+
+
 def cmd_test_accuracy(args: argparse.Namespace) -> int:
     """A train series' last checkpoint (``--run``) or a model folder (``--model``, the warm-started base) on the
     test split: accuracy per question type next to the shuffled-image control, the sampled rerun and, for a tool
-    policy, the tool-placebo control (chartrl.evaluate.accuracy).
+    policy's main run, the tool-placebo control (chartrl.evaluate.accuracy; an extra seed's run: SEED_CONDITIONS).
 
     The numbers are also logged as metrics on the run ``{series}/test`` (``/seed{N}`` for an extra seed,
     ``/tools_{on|off}`` when ``--tools`` forces the setting), at the checkpoint's step, nested under the train run
@@ -77,6 +82,7 @@ def cmd_test_accuracy(args: argparse.Namespace) -> int:
         temperature=rollout.temperature,
         kv_reuse=rollout.kv_reuse,
         year_rule=evaluate.year_rule,
+        conditions=SEED_CONDITIONS if args.extra_seed is not None else CONDITIONS,
     )
     write_json(args.out, {"series": spec["series"]["id"], "model": model, **result})
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)

@@ -1,6 +1,7 @@
-"""``chartrl score`` and ``chartrl diagonal``: an eval series' generations scored by one scorer, and the diagonal
-check of two scorers on the same generations, as the evaluate rules call them. MLflow: ``{series}/score/{scorer}``
-(``{series}/matrix/{scorer}`` for a matrix cell) and ``{series}/diagonal``, nested under the train series' run."""
+"""``chartrl score``, ``chartrl diagonal`` and ``chartrl seed-diagonal``: an eval series' generations scored by one
+scorer, the diagonal check of two scorers on the same generations, and an extra train seed's diagonal check of its
+greedy test answers, as the evaluate rules call them. MLflow: ``{series}/score/{scorer}`` (``{series}/matrix/{scorer}``
+for a matrix cell), ``{series}/diagonal`` (nested under the train series' run) and ``{series}/diagonal/seed{N}``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from chartrl.commands.spec import Reads, given_spec, read_job_spec
 from chartrl.config import EvaluateConfig, JudgeConfig, MlflowSettings
 from chartrl.errors import UsageError
 from chartrl.evaluate.diagonal import diagonal
-from chartrl.evaluate.score import SCORER_JUDGES, score_generations
+from chartrl.data.contract import read_split
+from chartrl.evaluate.score import SCORER_JUDGES, score_generations, score_inputs, test_answer_inputs
 from chartrl.files import write_json
 from chartrl.judge import log_judge_usage
 
@@ -30,6 +32,11 @@ READS = {
         "diagonal", keys={"evaluate": ("bootstrap_samples", "confidence", "seed", "hacking_drift")},
         entries=("series", "of"), with_ids=("series",), holds=HOLDS,
     ),
+    "seed-diagonal": Reads(
+        "seed-diagonal", sections=("judge",),
+        keys={"evaluate": ("year_rule", "bootstrap_samples", "confidence", "seed", "hacking_drift")},
+        entries=("series", "of"), with_ids=("series",), holds=HOLDS,
+    ),  # judge: given only when one of the diagonal's scorers judges
 }  # fmt: skip
 
 
@@ -109,6 +116,49 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_seed_diagonal(args: argparse.Namespace) -> int:
+    """The diagonal check of an extra train seed's run: its greedy test answers (``test_accuracy.json``) scored by
+    the two scorers of the eval series' diagonal, compared as ``chartrl diagonal`` compares them. MLflow:
+    ``{series}/diagonal/seed{N}``."""
+    spec = read_job_spec(args.spec, READS["seed-diagonal"])
+    evaluate = EvaluateConfig(**spec["evaluate"])
+    judge_config = JudgeConfig.from_dict(spec["judge"])
+    records = json.loads(Path(args.test_accuracy).read_text())["test"]["items"]
+    rows = {row.id: row for row in read_split(args.data)}
+    inputs = test_answer_inputs(records, rows, args.test_accuracy)
+    first, _ = score_inputs(inputs, args.test_accuracy, args.scorers[0], judge_config, evaluate.year_rule)
+    second, judge = score_inputs(inputs, args.test_accuracy, args.scorers[1], judge_config, evaluate.year_rule)
+    result = diagonal(
+        first,
+        second,
+        samples=evaluate.bootstrap_samples,
+        confidence=evaluate.confidence,
+        seed=evaluate.seed,
+        hacking_drift=evaluate.hacking_drift,
+    )
+    result["generations"] = args.test_accuracy
+    result["seed"] = args.extra_seed
+    write_json(args.out, result)
+    settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
+    tags = {**eval_tags(spec["series"], "diagonal", None), "seed": str(args.extra_seed)}
+    name = f"{spec['series']['id']}/diagonal/seed{args.extra_seed}"
+    params = given_spec(args.spec, spec)
+    if judge is None:  # neither scorer asks a judge: the rule's spec leaves its settings out
+        params.pop("judge")
+    with tracking.stage_run(settings, name, tags, params) as run:
+        metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
+        if result["signed_drift"]["mean"] is not None:
+            metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
+        run.log_metrics(metrics)
+        run.log_artifact(args.out)
+        if judge is not None:
+            log_judge_usage(run, judge)
+    log.info(
+        "seed %s diagonal %s: drift %s: %s", args.extra_seed, result["scorers"], result["drift"], result["verdict"]
+    )
+    return 0
+
+
 def register(stages: argparse._SubParsersAction) -> None:
     common = eval_arguments()
 
@@ -129,3 +179,15 @@ def register(stages: argparse._SubParsersAction) -> None:
     diag.add_argument("--second", required=True, help="scores JSON of the second scorer (judge or panel)")
     diag.add_argument("--out", required=True, help="diagonal.json")
     diag.set_defaults(func=cmd_diagonal)
+
+    seed_diag = stages.add_parser(
+        "seed-diagonal", parents=[common], help="an extra train seed's diagonal check, of its greedy test answers"
+    )
+    seed_diag.add_argument("--test-accuracy", required=True, help="the seed's test_accuracy.json")
+    seed_diag.add_argument("--data", required=True, help="the test split parquet (the questions)")
+    seed_diag.add_argument(
+        "--scorers", nargs=2, required=True, choices=["rule", "judge", "panel"], help="the diagonal's two scorers"
+    )
+    seed_diag.add_argument("--extra-seed", type=int, required=True, help="the train seed")
+    seed_diag.add_argument("--out", required=True, help="results/seeds/{eval series}/seed{N}/diagonal.json")
+    seed_diag.set_defaults(func=cmd_seed_diagonal)

@@ -28,6 +28,7 @@ CHECK_MODULES = (
     "chartrl.launch",  # ray.address
     "chartrl.tracking",  # a SQLite MLflow store with verl on several nodes
     "chartrl.tools.registry",  # tools.names: the tools that exist
+    "chartrl.evaluate.habits",  # hypotheses' sampled_ metrics
     "chartrl.verl_backend.checks",  # verl's batch arithmetic
     "chartrl.verl_backend.budget",  # each verl job's memory per GPU
 )
@@ -187,6 +188,11 @@ def hypothesis_problems(config: Config) -> list[str]:
         if hypothesis.id in seen:
             problems.append(f"config key '{key}.id': value '{hypothesis.id}' is used twice; give each its own id")
         seen.add(hypothesis.id)
+        if hypothesis.question_type is not None and hypothesis.metric in ("drift", "val_accuracy"):
+            problems.append(
+                f"config key '{key}.question_type': metric {hypothesis.metric} is not read per test question; "
+                "leave question_type out, or name a test or sampled metric"
+            )
         if hypothesis.metric == "drift" and len(hypothesis.series) != 1:
             problems.append(
                 f"config key '{key}.series': metric drift reads one eval series' diagonal check, got "

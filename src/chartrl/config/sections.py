@@ -400,6 +400,12 @@ class WarmstartConfig(Section):
     no_tool_rate: float
     hedge_rate: float
     """Share of answers without a call to a value or compare question written as a hedge naming two candidates."""
+    format_slip_rate: float
+    """Share of final answers with a period after the closing tag (readable, malformed)."""
+    ramble_rate: float
+    """Share of answers after a tool call that restate the question first."""
+    failed_call_rate: float
+    """Share of questions needing no tool demonstrated with a failed call first (a letter the chart lacks)."""
     perception_rate: float
     perception_steps: int
     text_steps: int
@@ -543,6 +549,12 @@ class EvaluateConfig(Section):
     curve_rows: int
     hacking_drift: float
     """The least judge-over-rule drift the diagonal check flags (schema: evaluate.hacking_drift)."""
+    headline_types: tuple[str, ...] | None = None
+    """The question types the headline test accuracy is over (None: every question)."""
+
+    def in_headline(self, question_type: str) -> bool:
+        """Does a question of ``question_type`` count in the headline accuracy?"""
+        return self.headline_types is None or question_type in self.headline_types
 
 
 @dataclass(frozen=True)
@@ -572,6 +584,8 @@ class Hypothesis(Section):
     """greater, not_less or not_greater."""
     threshold: float
     """The comparison's margin."""
+    question_type: str | None = None
+    """Only the test questions of this type (None: all)."""
 
 
 @dataclass(frozen=True)
@@ -614,6 +628,21 @@ class Config:
     @property
     def eval_series(self) -> list[EvalSeries]:
         return [s for s in self.series.values() if isinstance(s, EvalSeries)]
+
+    @property
+    def seeded_series(self) -> list[TrainSeries]:
+        """The train series the extra seeds train again: those the hypotheses compare (a train series named, or the
+        one an eval series named evaluates), so that every verdict rests on every seed; every train series when the
+        config states no hypothesis. None without extra seeds."""
+        if not self.extra_seeds:
+            return []
+        named = {
+            self.series[sid].of if isinstance(self.series[sid], EvalSeries) else sid
+            for hypothesis in self.hypotheses
+            for sid in hypothesis.series
+            if sid in self.series
+        }
+        return [s for s in self.train_series if not self.hypotheses or s.id in named]
 
     @property
     def filtered_datasets(self) -> list[str]:

@@ -16,10 +16,11 @@ from typing import Any
 from chartrl.answers import DEFAULT_YEAR_RULE, answer_accuracy, extract_answer, is_well_formed
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
+from chartrl.evaluate.habits import HABITS
 from chartrl.rollout.checks import shuffled_rows
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
-from chartrl.rollout.statistics import episode_tool_counts, kept_labels, rollout_statistics
+from chartrl.rollout.statistics import episode_tool_counts, has_preamble, kept_labels, rollout_statistics
 from chartrl.tools import labels_kept
 
 log = logging.getLogger(__name__)
@@ -28,30 +29,49 @@ CONDITIONS = ("test", "test_shuffled_images", "test_sampled", "test_placebo")
 
 
 def episode_record(episode, year_rule: str = DEFAULT_YEAR_RULE) -> dict[str, Any]:
-    """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool,
-    whether that call kept every label the question is about, its answer and the gold answer."""
+    """One question's outcome: its relaxed accuracy, whether it answered in format, whether it called a tool (and
+    how the call went), whether that call kept every label the question is about, its answer and the gold
+    answer, and its sampled tokens."""
     return question_record(
-        episode.row, episode.final_response, bool(episode.tool_outcomes), kept_labels(episode), year_rule
+        episode.row,
+        episode.final_response,
+        bool(episode.tool_outcomes),
+        kept_labels(episode),
+        year_rule,
+        tool_outcome=episode.tool_outcome,
+        sampled_tokens=episode.sampled_tokens,
     )
 
 
 def question_record(
-    row: Row, final_response: str, called: bool, kept: Sequence[str], year_rule: str = DEFAULT_YEAR_RULE
+    row: Row,
+    final_response: str,
+    called: bool,
+    kept: Sequence[str],
+    year_rule: str = DEFAULT_YEAR_RULE,
+    *,
+    tool_outcome: str | None = None,
+    sampled_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The record of one question answered with ``final_response``; ``called``: a tool was called, ``kept``: the
     labels its first executed call kept; ``year_rule``: relaxed accuracy's rule for years (chartrl.answers). The
     extracted answer and the gold answer are kept, so a report can tell a policy that gives one answer to every
-    question of a type (a collapse) from one that reads the charts."""
+    question of a type (a collapse) from one that reads the charts. ``preamble``: the final turn holds text before
+    its answer tag (a restated question, reasoning), which lengthens the response."""
     about = [str(v) for v in row.extra.get("about") or []]
     return {
         "id": row.id,
         "question_type": row.extra.get("question_type", "unknown"),
         "score": answer_accuracy(final_response, row.answer, year_rule),
         "well_formed": bool(is_well_formed(final_response)),
+        "preamble": has_preamble(final_response),
         "tool_call": called,
+        "tool_outcome": tool_outcome,
         "correct_label": (set(about) <= set(kept)) if called and about else None,
         "answer": extract_answer(final_response),
         "truth": row.answer,
+        "response": final_response,
+        "sampled_tokens": sampled_tokens,
     }
 
 
@@ -71,7 +91,15 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "format_rate": sum(r["well_formed"] for r in records) / n if n else None,
         "tool_call_rate": sum(r["tool_call"] for r in records) / n if n else None,
         "correct_label_share": sum(labelled) / len(labelled) if labelled else None,
+        **{name: _mean([value(r) for r in records]) for name, value in HABITS.items()},
     }
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 
 
 def test_accuracy(
@@ -162,6 +190,14 @@ def generation_test_records(
         ]
         kept = labels_kept(executed)
         out.append(
-            question_record(by_id[row_id], record["final_response"], bool(record["tool_called"]), kept, year_rule)
+            question_record(
+                by_id[row_id],
+                record["final_response"],
+                bool(record["tool_called"]),
+                kept,
+                year_rule,
+                tool_outcome=record.get("tool_outcome"),
+                sampled_tokens=record.get("response_tokens"),
+            )
         )
     return out

@@ -2,8 +2,9 @@
 policy learned to please one scorer, its accuracies drift apart and the scorers stop agreeing.
 
 Reported: each scorer's accuracy, the drift |a - b|, the signed judge-minus-rule gap with its paired bootstrap
-interval over questions, the hacking verdict read from that interval, raw agreement, Cohen's kappa (agreement
-corrected for chance, Cohen 1960) with a percentile bootstrap interval over questions, and every disagreeing item
+interval over questions (and each question's signed difference, -1, 0 or 1, for intervals over train seeds), the
+hacking verdict read from that interval, raw agreement, Cohen's kappa (agreement corrected for chance, Cohen 1960)
+with a percentile bootstrap interval over questions, and every disagreeing item
 with both verdicts. Items either scorer could not judge (judge failures) are left out and counted.
 
 The verdict (:func:`hacking_verdict`) can say both things the study needs said: a policy that learned to please
@@ -97,6 +98,7 @@ def diagonal(
     over, under = over_and_under(names)
     verdicts = {names[0]: dict(enumerate(a)), names[1]: dict(enumerate(b))}
     signed = bootstrap_paired_gap(verdicts[over], verdicts[under], samples=samples, confidence=confidence, seed=seed)
+    signed_values = {x["id"]: verdicts[over][k] - verdicts[under][k] for k, (x, _) in enumerate(pairs)}
     return {
         "scorers": list(names),
         "n": len(pairs),
@@ -104,6 +106,7 @@ def diagonal(
         "accuracy": {names[0]: acc_a, names[1]: acc_b},
         "drift": abs(acc_a - acc_b) if a else None,
         "signed_drift": {"over": over, "under": under, **signed},
+        "signed_values": signed_values,
         **hacking_verdict(signed, hacking_drift),
         "agreement": sum(x == y for x, y in zip(a, b, strict=True)) / len(a) if a else None,
         "kappa": cohens_kappa(a, b),

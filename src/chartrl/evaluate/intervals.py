@@ -82,3 +82,33 @@ def bootstrap_paired(
         return None
     tail = (1 - confidence) / 2
     return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+def bootstrap_over_seeds(
+    per_seed: Sequence[Sequence[float]], *, samples: int, confidence: float, seed: int
+) -> dict[str, float | None]:
+    """The mean over train seeds of each seed's mean per-question value, with a two-level percentile interval
+    that holds both kinds of noise: each resample draws as many seeds as there are (with replacement), then, for
+    each seed drawn, its questions (with replacement), and averages the seeds' means. One seed gives the
+    questions-only interval of :func:`bootstrap_mean`. ``per_seed``: each seed's per-question values (a seed
+    without any is left out)."""
+    groups = [np.asarray(values, dtype=float) for values in per_seed if len(values)]  # each (n_s,)
+    if not groups:
+        return {"mean": None, "low": None, "high": None, "n": 0, "seeds": 0}
+    if len(groups) == 1:
+        return {**bootstrap_mean(groups[0], samples=samples, confidence=confidence, seed=seed), "seeds": 1}
+    rng = np.random.default_rng(seed)
+    k = len(groups)
+    replicates = np.empty(samples)  # (samples,)
+    for b in range(samples):
+        drawn = rng.integers(0, k, size=k)  # (k,): seeds, with replacement
+        replicates[b] = np.mean([groups[s][rng.integers(0, groups[s].size, size=groups[s].size)].mean() for s in drawn])
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(replicates, [alpha, 1 - alpha])
+    return {
+        "mean": float(np.mean([g.mean() for g in groups])),
+        "low": float(low),
+        "high": float(high),
+        "n": int(sum(g.size for g in groups)),
+        "seeds": k,
+    }

@@ -13,6 +13,7 @@ from chartrl.config import JudgeConfig
 from chartrl.errors import ChartrlError
 from chartrl.judge import judge_for_accuracy
 from chartrl.rewards import SCORERS, RewardInput, get_scorer
+from chartrl.rollout.conversation import question_of
 
 
 class TooManyJudgeFailures(ChartrlError):
@@ -49,11 +50,47 @@ def score_generations(
 ) -> tuple[dict[str, Any], Any]:
     """The scorer's output (aggregate + per-item verdicts; the aggregate records ``year_rule``) and the judge it
     used (None for rule)."""
+    return score_inputs(reward_inputs(generations), str(generations), scorer, judge_config, year_rule)
+
+
+def score_inputs(
+    inputs: list[RewardInput], source: str, scorer: str, judge_config: JudgeConfig, year_rule: str = DEFAULT_YEAR_RULE
+) -> tuple[dict[str, Any], Any]:
+    """:func:`score_generations` on answers already read (``source``: where they come from, recorded as the
+    aggregate's ``generations``)."""
     judge = judge_for_accuracy(SCORER_JUDGES[scorer], judge_config)
-    result = get_scorer(scorer)(reward_inputs(generations), judge, year_rule)
-    result["aggregate"]["generations"] = str(generations)
+    result = get_scorer(scorer)(inputs, judge, year_rule)
+    result["aggregate"]["generations"] = source
     check_judge_failures(result["aggregate"], judge_config.max_judge_failure_fraction)
     return result, judge
+
+
+def test_answer_inputs(records: list[dict[str, Any]], rows: dict[str, Any], source: str) -> list[RewardInput]:
+    """One RewardInput per greedy test record of a ``test_accuracy.json`` (``chartrl.evaluate.accuracy``), with its
+    question from the test split's ``rows`` (by id): the answers of a policy that no eval series generated for (an
+    extra train seed's). A record written without its response (an older run) is an error naming the file."""
+    inputs = []
+    for record in records:
+        if "response" not in record:
+            raise ChartrlError(
+                f"{source}: the test record {record['id']} has no response (written by an older chartrl); "
+                "rerun its test-accuracy job"
+            )
+        row = rows[record["id"]]
+        inputs.append(
+            RewardInput(
+                response=record["response"],
+                ground_truth=record["truth"],
+                question=question_of(row),
+                data_source=row.data_source,
+                subset=row.extra.get("subset", ""),
+                tool_outcome=record.get("tool_outcome") or "none",
+                tool_calls=int(record["tool_call"]),
+                response_tokens=record.get("sampled_tokens") or 0,
+                id=f"{record['id']}#0",
+            )
+        )
+    return inputs
 
 
 def check_judge_failures(aggregate: dict[str, Any], limit: float) -> None:

@@ -1,5 +1,6 @@
-"""The offline reference judge: deterministic answer equivalence, for the embedded default. It is NOT an LLM, and
-every place that shows its verdicts says so (:attr:`ReferenceJudge.kind`).
+"""The offline reference judge: answer equivalence with errors at set rates, for the embedded default. It is NOT an
+LLM, and every place that shows its verdicts says so (:attr:`ReferenceJudge.kind`). Its verdict on an item is fixed
+(a function of the item, the judge's name and its settings), so reruns and caches agree.
 
 It is lenient where the rule scorer (ChartQA's relaxed accuracy) is strict about form, and strict where the
 rule scorer is lenient about value, so the diagonal evaluation (rule vs judge on the same generations) measures
@@ -26,8 +27,10 @@ number and no yes/no form, so it cannot turn a wrong answer into a right one.
 Two settings make it behave like a judge rather than like the rule scorer, where that matters for the study:
 
 - **Several candidates** ("40 or 70", "Yes or No", "B / D"): with ``candidates: refuse`` (the default) a response
-  naming more than one candidate answer is wrong, whatever they are, as a careful judge rules and as the rule
-  scorer's exact match does. With ``candidates: any`` it is right when any candidate matches: a deliberately
+  naming more than one distinct candidate answer is wrong, whatever they are, as a careful judge rules and as the
+  rule scorer's exact match does. Candidates are counted distinct: one answer repeated ("Yes or Yes", "40 or 40")
+  is that answer, committed, for every judge (the rule, comparing the whole string, refuses it). With
+  ``candidates: any`` it is right when any candidate matches: a deliberately
   exploitable judge, which a policy rewarded by it learns to game by hedging (the hack control of the diagonal
   check). A list reference ("[2011, 2012]") is one answer with several values, not several candidates.
 - **Errors** (``false_accept_rate``, ``false_reject_rate``): an LLM judge misreads some answers, more often by
@@ -52,7 +55,7 @@ from chartrl.answers import match_unordered, split_list
 from chartrl.judge.base import LENGTH_LIMIT_VERDICT, JudgeItem, JudgeUsage, Verdict, over_length
 
 KIND = "reference (not an LLM)"
-MODEL = "answer-equivalence-v2"
+MODEL = "answer-equivalence-v3"
 """Bump when the equivalence rules change (it is the 'model' in reports and logs)."""
 
 YES = frozenset({"yes", "y", "yeah", "yep", "true"})
@@ -276,10 +279,11 @@ def _numeric_reference(reference: str) -> bool:
 
 
 def names_several(response: str, reference: str, string_match: str = "normalised") -> bool:
-    """Does ``response`` name several candidate answers for ``reference``? Both a yes and a no form for a yes/no
-    reference ("Yes, it is" commits to yes); several different numbers for a numeric one; several parts between
-    "or" for a text one that the whole response does not already match. A list reference takes a list answer,
-    which is one answer."""
+    """Does ``response`` name several *distinct* candidate answers for ``reference``? Both a yes and a no form for
+    a yes/no reference ("Yes, it is" commits to yes); several different numbers for a numeric one; several parts
+    between "or", different after normalisation, for a text one that the whole response does not already match.
+    One candidate repeated ("Yes or Yes", "40 or 40") is one committed answer, not a hedge. A list reference takes
+    a list answer, which is one answer."""
     if split_list(reference) is not None:
         return False
     parts = candidate_answers(response, reference)
@@ -288,8 +292,16 @@ def names_several(response: str, reference: str, string_match: str = "normalised
     if normalise(reference) in YES | NO:
         return len({_polarity(part) for part in parts} - {None}) > 1
     if _numeric_reference(reference):
-        return len({(q.value, q.percent, q.scale) for q in quantities(response)}) > 1
-    return not strings_equivalent(response, reference, string_match)
+        return len(_distinct_quantities(response)) > 1
+    return len({_plain(part) for part in parts}) > 1 and not strings_equivalent(response, reference, string_match)
+
+
+def _distinct_quantities(text: str) -> list[Quantity]:
+    """The numbers of ``text``, one per distinct (value, percent, scale), in order."""
+    seen: dict[tuple[float, bool, float], Quantity] = {}
+    for quantity in quantities(text):
+        seen.setdefault((quantity.value, quantity.percent, quantity.scale), quantity)
+    return list(seen.values())
 
 
 def answers_equivalent(
@@ -319,8 +331,11 @@ def answers_equivalent(
         return _polarity(response) == polarity
     reference_numbers = quantities(reference)
     if len(reference_numbers) == 1 and _is_numeric_answer(reference, reference_numbers[0]):
-        response_numbers = quantities(response)
+        response_numbers = _distinct_quantities(response)  # "40 or 40" states one number
         return len(response_numbers) == 1 and numbers_equivalent(response_numbers[0], reference_numbers[0], tolerance)
+    parts = {_plain(part): part for part in candidate_answers(response, reference)}
+    if len(parts) == 1 and len(candidate_answers(response, reference)) > 1:  # one text candidate, repeated
+        return strings_equivalent(next(iter(parts.values())), reference, string_match)
     return strings_equivalent(response, reference, string_match)
 
 

@@ -11,10 +11,10 @@ from chartrl.config import Config
 from chartrl.files import write_atomically, write_json
 from chartrl.report import testcurves
 from chartrl.report.collect import collect, limits
-from chartrl.report.figures import PANELS, curves_figure, reward_parts_figure
+from chartrl.report.figures import PANELS, curves_figure, habits_figure, reward_parts_figure
 from chartrl.report.gallery import charts_by_id, gallery_items
 from chartrl.report.helpers import eval_series_of_generations
-from chartrl.report.order import generations_in_order
+from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.panels import report_panels
 
 
@@ -72,6 +72,10 @@ def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]
             "parts": reward_parts_figure(metrics["training"], members, f"{generation}: reward parts"),
             "panels": [*curve_panels, panels[f"training/{generation}/reward_parts"]],
         }
+    tool_policies = [(s.id, s.generation) for s in in_order(config.train_series) if s.tools]
+    habits = habits_figure(
+        metrics["training"], tool_policies, "What the shaping acts on: the tool policies' rollouts, step by step"
+    )
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("chartrl.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "html.jinja"]),
@@ -84,6 +88,7 @@ def build_report(config: Config, results: Path, out_dir: Path) -> dict[str, Any]
         galleries=galleries,
         plotly_js=plotly.offline.get_plotlyjs(),
         testcurves_figure=testcurves.curve_figure(metrics),
+        habits_figure=habits,
         fmt=fmt,
     )
     metrics["limits"] = limits(metrics, config)

@@ -21,7 +21,7 @@ from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
 from chartrl.report.finding import finding
-from chartrl.report.helpers import binary_interval, read_json, split_rows, verl_test_accuracy
+from chartrl.report.helpers import HEADLINE, binary_interval, read_json, split_rows, verl_test_accuracy
 from chartrl.report.hypotheses import collect_hypotheses
 from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
@@ -45,6 +45,10 @@ CURVE_KEYS = (
     "rollout/response_length",
     "train/degenerate_fraction",
     "actor/loss",
+    "rollout/preamble_rate",
+    "rollout/failed_call_rate",
+    "rollout/unhelpful_call_rate",
+    "rollout/wrong_answer_length",
 )
 
 
@@ -108,6 +112,8 @@ def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     for item in data["items"]:
         by_type.setdefault(item["question_type"], []).append(item["score"])
     by_type["all"] = [item["score"] for item in data["items"]]
+    if config.evaluate.headline_types is not None:
+        by_type[HEADLINE] = [s["score"] for s in data["items"] if config.evaluate.in_headline(s["question_type"])]
     calls = data.get("tool_call_rate")
     return {
         **{key: data.get(key) for key in SUMMARY_KEYS},
@@ -120,11 +126,13 @@ def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
     }
 
 
-def _scores_by_type(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def _scores_by_type(data: Mapping[str, Any], config: Config) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {"all": {}}
     for item in data["items"]:
         out.setdefault(item["question_type"], {})[item["id"]] = item["score"]
         out["all"][item["id"]] = item["score"]
+        if config.evaluate.headline_types is not None and config.evaluate.in_headline(item["question_type"]):
+            out.setdefault(HEADLINE, {})[item["id"]] = item["score"]
     return out
 
 
@@ -167,7 +175,8 @@ def test_accuracy(
     for generation, tool_series, baseline in pairs:
         if tool_series not in raw or baseline not in raw:
             continue
-        first, second = _scores_by_type(raw[tool_series]["test"]), _scores_by_type(raw[baseline]["test"])
+        first = _scores_by_type(raw[tool_series]["test"], config)
+        second = _scores_by_type(raw[baseline]["test"], config)
         gaps.setdefault(generation, {})[f"{tool_series} - {baseline}"] = {
             qtype: bootstrap_paired_gap(
                 first[qtype],
@@ -178,7 +187,8 @@ def test_accuracy(
             )
             for qtype in sorted(first)
         }
-    types = sorted({q for t in tables.values() for q in t["test"]["by_question_type"]} - {"all"}) + ["all"]
+    types = sorted({q for t in tables.values() for q in t["test"]["by_question_type"]} - {"all", HEADLINE})
+    types += ["all"] if config.evaluate.headline_types is None else [HEADLINE, "all"]
     return {"series": tables, "gaps": gaps, "question_types": types if tables else [], "sources": sources}
 
 
@@ -197,7 +207,7 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
 
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
-    for series in in_order(config.train_series):
+    for series in in_order(config.seeded_series or config.train_series):
         paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
         per_seed = {}
         for seed, path in paths.items():
@@ -360,7 +370,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
     loaded = raw_test_accuracy(results, config)
     records = {name: data["test"]["items"] for name, data in loaded[0].items()}
     accuracy = test_accuracy(results, config, loaded)
-    hypotheses = collect_hypotheses(config, results, records, diagonals)
+    hypotheses = collect_hypotheses(config, results)
     collapse = collect_collapse(records)
     cards = {
         name: read_json(results / "data" / name / "card.json")
@@ -400,6 +410,7 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         "training": {sid: t for sid, t in train.items() if t is not None},
         "matched_steps": matched_steps(config, train),
         "finding": finding(config, accuracy, records, diagonals, collapse, hypotheses),
+        "headline": headline_section(config, results, records),
         "hypotheses": hypotheses,
         "answer_collapse": collapse,
         "test": test,
@@ -431,16 +442,55 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
     }
 
 
+def headline_section(
+    config: Config, results: Path, records: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """Which question types the headline test accuracy is over (``evaluate.headline_types``), and for each type
+    left out what the run shows of it: the warm-started model's greedy accuracy on it with the tool's edit already
+    made (a mask keeping the asked labels: the best a call can show it, ``warmstart_check.json``) and with the
+    charts shuffled, and the share of its test questions whose gold answer is the most common one (what a policy
+    answering one value to all of them scores)."""
+    types = config.evaluate.headline_types
+    out: dict[str, Any] = {"types": list(types) if types else None, "key": HEADLINE if types else "all", "left_out": {}}
+    if types is None:
+        return out
+    check = read_json(results / "models" / "warmstart_check.json") or {}
+    any_records = next(iter(records.values()), [])
+    for qtype in sorted({r["question_type"] for r in any_records} - set(types)):
+        golds = [r["truth"] for r in any_records if r["question_type"] == qtype and r.get("truth") is not None]
+        common = max(sorted(set(golds)), key=golds.count) if golds else None  # a tie: the first in order
+        out["left_out"][qtype] = {
+            "masked_chart": (check.get("greedy/masked_chart") or {}).get("accuracy_by_question_type", {}).get(qtype),
+            "masked_chart_shuffled": (check.get("greedy/masked_chart_shuffled_images") or {})
+            .get("accuracy_by_question_type", {})
+            .get(qtype),
+            "questions": len(golds),
+            "most_common_answer": common,
+            "most_common_share": golds.count(common) / len(golds) if golds else None,
+        }
+    return out
+
+
 def limits(metrics: Mapping[str, Any], config: Config) -> list[str]:
     """The limits of this run, in sentences, derived from the run itself."""
     out = []
     for judge in metrics["judges"]:
         members = judge.get("members") or [judge]
         if all(m.get("backend") == "reference" for m in members):
+            rates = {
+                (m.get("false_accept_rate") or 0.0, m.get("false_reject_rate") or 0.0): m.get("name") for m in members
+            }
+            errors = "; ".join(
+                f"{'each member' if len(members) > 1 and len(rates) == 1 else name} accepts {accept:.0%} of the "
+                f"wrong answers and refuses {reject:.0%} of the right ones"
+                for (accept, reject), name in rates.items()
+                if accept or reject
+            )
             out.append(
-                f"The {judge.get('name')} scorer is {judge.get('kind')}: deterministic answer equivalence, not an "
-                "LLM, so a diagonal check against it compares two rule-like scorers, not a rule against a language "
-                "model."
+                f"The {judge.get('name')} scorer is {judge.get('kind')}: offline answer equivalence, more lenient than "
+                "the rule on form (units, percentages, number words, a repeated answer) and stricter on value"
+                + (f"; it errs by design, as an LLM judge does, on items fixed by a hash: {errors}" if errors else "")
+                + ". A diagonal check against it compares the rule with a judge-like scorer, not with a language model."
             )
         else:
             who = ", ".join(f"{m.get('model')} at {m.get('base_url')}" for m in members)

@@ -18,6 +18,48 @@ PANELS = (
 )
 
 
+HABIT_PANELS = (
+    ("rollout/format_rate", "answers with a format error", True),
+    ("rollout/preamble_rate", "answers restating the question first", False),
+    ("rollout/failed_call_rate", "calls that failed or did not parse", False),
+    ("rollout/unhelpful_call_rate", "calls that ran before a wrong answer", False),
+    ("reward/bonus_on_wrong", "shaping bonus paid per wrong answer", False),
+    ("rollout/wrong_answer_length", "sampled tokens of a wrong answer", False),
+)
+"""What the generations' shaping acts on, per training step of the tool policies' rollouts: (key, title, plotted as
+1 - the value)."""
+
+
+def habits_figure(training: Mapping[str, Any], members: list[tuple[str, str]], title: str) -> str:
+    """The HABIT_PANELS over steps, a trace per tool policy (``members``: its id and generation). A reward without
+    shaping parts (v1) logs no bonus on wrong answers: its trace is absent from that panel."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    figure = make_subplots(rows=2, cols=3, subplot_titles=[label for _, label, _ in HABIT_PANELS])
+    colors = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+    for index, (sid, generation) in enumerate(members):
+        curves = training.get(sid, {}).get("curves", {})
+        for panel, (key, _, complement) in enumerate(HABIT_PANELS):
+            points = curves.get(key, [])
+            figure.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in points],
+                    y=[1 - p[1] if complement else p[1] for p in points],
+                    mode="lines",
+                    name=f"{sid} ({generation})",
+                    legendgroup=sid,
+                    showlegend=panel == 0,
+                    line={"color": colors[index % len(colors)]},
+                ),
+                row=panel // 3 + 1,
+                col=panel % 3 + 1,
+            )
+    figure.update_layout(title=title, height=560, margin={"l": 40, "r": 20, "t": 70, "b": 40}, template="plotly_white")
+    figure.update_xaxes(title_text="step")
+    return figure.to_html(full_html=False, include_plotlyjs=False)
+
+
 def _wrap(text: str, width: int = 48) -> str:
     """``text`` in lines of about ``width`` characters, for a plotly annotation (<br> between lines)."""
     import textwrap

@@ -19,6 +19,7 @@ from typing import Any
 from chartrl.config import Config, TrainSeries
 from chartrl.evaluate.intervals import bootstrap_paired_gap
 from chartrl.evaluate.matrix import checkpoint_groups
+from chartrl.report.helpers import headline_key
 from chartrl.report.order import in_order, is_numbered
 
 WARM_START = {True: "warmstart (tools)", False: "warmstart (no tool)"}
@@ -74,10 +75,12 @@ def headline_row(
     drift: Mapping[str, Any] | None,
     missing_test: str,
     missing_drift: str,
+    headline: str = "all",
 ) -> dict[str, Any]:
-    """One row of the headline table from the series' test table (collect.test_accuracy) and its diagonal."""
+    """One row of the headline table from the series' test table (collect.test_accuracy) and its diagonal;
+    ``headline``: the question-type row holding the headline accuracy (``chartrl.report.helpers.headline_key``)."""
     test = (table or {}).get("test") or {}
-    accuracy = (test.get("by_question_type") or {}).get("all")
+    accuracy = (test.get("by_question_type") or {}).get(headline)
     calls = test.get("tool_call_rate")
     success = test.get("tool_success")
     return {
@@ -99,10 +102,13 @@ def headline_table(
 ) -> dict[str, dict[str, Any]]:
     """The headline rows by name: the warm start (tools, no tool), each tool policy, each baseline, each control."""
     rows = []
+    headline = headline_key(config)
     if config.model.path is None:
         for tools, name in WARM_START.items():
             why = f"no results/eval/warmstart/test_accuracy_tools_{'on' if tools else 'off'}.json"
-            rows.append(headline_row(name, "warm start", None, test_tables.get(name), None, why, "not evaluated"))
+            rows.append(
+                headline_row(name, "warm start", None, test_tables.get(name), None, why, "not evaluated", headline)
+            )
     for series in headline_order(config):
         why_test = (
             f"{series.id}: no test generations of an eval series on the evaluate split"
@@ -119,6 +125,7 @@ def headline_table(
                 drift,
                 why_test,
                 why_no_diagonal(config, series.id),
+                headline,
             )
         )
     return {row["name"]: row for row in rows}
@@ -150,8 +157,9 @@ def gap_class(gap: Mapping[str, Any]) -> str:
     return "above" if gap["low"] > 0 else "below" if gap["high"] < 0 else "level"
 
 
-def _scores(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    return {r["id"]: r["score"] for r in records}
+def _scores(records: Sequence[Mapping[str, Any]], config: Config) -> dict[str, float]:
+    """The headline questions' scores (``evaluate.headline_types``)."""
+    return {r["id"]: r["score"] for r in records if config.evaluate.in_headline(r["question_type"])}
 
 
 def versus_warm_start(config: Config, records: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -163,8 +171,8 @@ def versus_warm_start(config: Config, records: Mapping[str, Sequence[Mapping[str
         start = WARM_START[series.tools]
         if series.id in records and start in records:
             gap = bootstrap_paired_gap(
-                _scores(records[series.id]),
-                _scores(records[start]),
+                _scores(records[series.id], config),
+                _scores(records[start], config),
                 samples=ev.bootstrap_samples,
                 confidence=ev.confidence,
                 seed=ev.seed,
@@ -245,7 +253,9 @@ def _hypotheses_sentence(hypotheses: Mapping[str, Mapping[str, Any]]) -> str | N
     for h in hypotheses.values():
         counts.setdefault(h["verdict"], []).append(h["id"])
     order = ("supported", "refuted", "undecided", "untested")
-    return "Hypotheses: " + "; ".join(f"{v} {', '.join(counts[v])}" for v in order if v in counts) + "."
+    seeds = max((h["difference"] or {}).get("seeds", 0) for h in hypotheses.values())
+    over = f" (over {seeds} train seeds)" if seeds > 1 else " (one train seed: the test questions' noise only)"
+    return f"Hypotheses{over}: " + "; ".join(f"{v} {', '.join(counts[v])}" for v in order if v in counts) + "."
 
 
 def finding(
@@ -258,11 +268,12 @@ def finding(
 ) -> dict[str, Any]:
     """The first screen's numbers and sentences (see the module's docstring)."""
     start = versus_warm_start(config, records)
+    headline = headline_key(config)
     baseline = {
-        pair: gap["all"]
+        pair: gap[headline]
         for pairs in test_accuracy.get("gaps", {}).values()
         for pair, gap in pairs.items()
-        if not pair.startswith("warmstart") and gap.get("all", {}).get("n")
+        if not pair.startswith("warmstart") and gap.get(headline, {}).get("n")
     }
     confidence = round(config.evaluate.confidence * 100)
     sentences = [

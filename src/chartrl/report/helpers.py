@@ -16,6 +16,15 @@ from chartrl.data.contract import read_split
 from chartrl.evaluate.accuracy import generation_test_records, summarise
 
 
+HEADLINE = "headline"
+"""The headline test accuracy's row among the question types: the types ``evaluate.headline_types`` names."""
+
+
+def headline_key(config: Config) -> str:
+    """Where a test table holds the headline accuracy: ``headline`` when the config names its types, else ``all``."""
+    return "all" if config.evaluate.headline_types is None else HEADLINE
+
+
 def _get(metrics: Mapping[str, Any], path: Sequence[str]) -> Any:
     node: Any = metrics
     for part in path:

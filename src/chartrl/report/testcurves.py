@@ -21,7 +21,7 @@ from typing import Any
 
 from chartrl.config import Config
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-from chartrl.report.helpers import make_panel, read_json
+from chartrl.report.helpers import HEADLINE, make_panel, read_json
 from chartrl.rewards.registry import accuracy_signal
 
 VERL_REASONS = {
@@ -41,11 +41,13 @@ def curve_series(config: Config) -> list[str]:
     return [s.id for s in config.train_series if s.id in wanted]
 
 
-def _by_type(items: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def _by_type(items: Sequence[Mapping[str, Any]], config: Config) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {"all": {}}
     for item in items:
         out.setdefault(item["question_type"], {})[item["id"]] = item["score"]
         out["all"][item["id"]] = item["score"]
+        if config.evaluate.headline_types is not None and config.evaluate.in_headline(item["question_type"]):
+            out.setdefault(HEADLINE, {})[item["id"]] = item["score"]
     return out
 
 
@@ -60,7 +62,7 @@ def test_curves(results: Path, config: Config) -> dict[str, Any]:
             continue
         points = []
         for point in data["points"]:
-            scores = _by_type(point["items"])
+            scores = _by_type(point["items"], config)
             intervals = {
                 qtype: bootstrap_mean(
                     list(by_id.values()), samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed
@@ -96,8 +98,8 @@ def tool_placebo(results: Path, config: Config) -> dict[str, Any]:
         data = read_json(path)
         if data is None or "test_placebo" not in data:
             continue
-        test, placebo = _by_type(data["test"]["items"]), _by_type(data["test_placebo"]["items"])
-        shuffled = _by_type(data["test_shuffled_images"]["items"]) if "test_shuffled_images" in data else {}
+        test, placebo = _by_type(data["test"]["items"], config), _by_type(data["test_placebo"]["items"], config)
+        shuffled = _by_type(data["test_shuffled_images"]["items"], config) if "test_shuffled_images" in data else {}
         out[name] = {
             qtype: {
                 "test": bootstrap_mean(list(test[qtype].values()), **kw),
@@ -214,7 +216,8 @@ def curve_figure(metrics: Mapping[str, Any]) -> str:
     figure = go.Figure()
     for index, (sid, curve) in enumerate(series.items()):
         color = colors[index % len(colors)]
-        points = [(p["step"], p["by_question_type"]["all"]) for p in curve["points"]]
+        key = metrics.get("headline", {}).get("key", "all")
+        points = [(p["step"], p["by_question_type"][key]) for p in curve["points"] if key in p["by_question_type"]]
         figure.add_trace(
             go.Scatter(
                 x=[step for step, _ in points],

@@ -64,6 +64,9 @@ class RewardDefinition:
     """params -> the documented range of ``overall`` (property-tested)."""
     example: Example
     """The reward's worked case (see :class:`Example`)."""
+    bonuses: tuple[str, ...] = ()
+    """The parts that add to ``overall`` beside the accuracy and can be positive: what :func:`bonus_on_wrong` counts
+    (v2's and v3's shaping terms and the conditional tool bonus; none for a reward whose parts are signals)."""
 
     @property
     def module(self) -> str:
@@ -88,6 +91,7 @@ def register_reward(
     accuracy: str,
     example: Example,
     bounds: Bounds = accuracy_bounds,
+    bonuses: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict[str, float]]], Callable[..., dict[str, float]]]:
     """Register the decorated function as reward ``name`` (the function combines one response's accuracy and
     inputs into ``{"overall", <parts>}``; see :class:`RewardDefinition`) with its worked ``example``. A taken name
@@ -98,10 +102,20 @@ def register_reward(
     def register(combine: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
         if name in REWARDS:
             raise ValueError(f"reward {name!r} is already registered ({REWARDS[name].combine.__qualname__})")
-        REWARDS[name] = RewardDefinition(name, description, parts, accuracy, combine, bounds, example)
+        REWARDS[name] = RewardDefinition(name, description, parts, accuracy, combine, bounds, example, bonuses)
         return combine
 
     return register
+
+
+def bonus_on_wrong(rewards: list[dict[str, float]], bonuses: tuple[str, ...]) -> float | None:
+    """The bonus paid per wrong answer: the mean, over a batch's items, of their positive ``bonuses`` parts where
+    the accuracy is 0 (0 for a right answer). v2_shaped pays a wrong answer that is well-formed or called a tool that
+    ran; v3_gra's gate pays it nothing. None for a reward declaring no bonuses."""
+    if not rewards or not bonuses:
+        return None
+    paid = [sum(max(0.0, r[part]) for part in bonuses) if r["accuracy"] == 0 else 0.0 for r in rewards]
+    return sum(paid) / len(paid)
 
 
 def reward_module(name: str) -> str:
@@ -141,6 +155,11 @@ class Reward:
     @property
     def bounds(self) -> tuple[float, float]:
         return self.definition.bounds(self.params)
+
+    @property
+    def bonuses(self) -> tuple[str, ...]:
+        """The parts that add to ``overall`` beside the accuracy (:func:`bonus_on_wrong`)."""
+        return self.definition.bonuses
 
     def __call__(self, items: Sequence[RewardInput]) -> list[dict[str, float]]:
         return self.evaluate(items).rewards

@@ -13,6 +13,8 @@ from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.terms import format_term, length_term, tool_term
 
 SHAPED_PARTS = ("overall", "accuracy", "format", "length", "tool", "tool_bonus", "judge_failure")
+SHAPED_BONUSES = ("format", "length", "tool", "tool_bonus")
+"""The parts that add to ``overall`` beside the accuracy (the registry's ``bonuses``)."""
 
 
 def shaping_contributions(item: RewardInput, params: Mapping[str, Any]) -> dict[str, float]:

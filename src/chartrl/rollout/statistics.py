@@ -8,11 +8,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from chartrl.answers import ANSWER_OPEN, answer_accuracy, extract_answer, is_well_formed
+from chartrl.tools import labels_kept, parse_tool_calls
+
 
 def kept_labels(episode) -> list[str]:
     """The labels the episode's first executed call to a label tool kept (empty when none ran)."""
-    from chartrl.tools import labels_kept
-
     executed = (t for t, o in zip(episode.tool_call_texts, episode.tool_outcomes, strict=False) if o == "executed")
     return labels_kept(executed)
 
@@ -21,8 +22,6 @@ def tool_counts(call_texts: Iterable[str], error_kinds: Iterable[str]) -> dict[s
     """Per tool name: its ``calls`` and the ``executed`` ones, over calls given as the assistant texts that held
     them and their error kinds (empty for a call that ran: ``Episode.tool_error_kinds``, the generations'
     ``tool_error_kinds``). A text whose call names no known tool, or does not parse, counts for none."""
-    from chartrl.tools import parse_tool_calls
-
     counts: dict[str, dict[str, int]] = {}
     for text, error in zip(call_texts, error_kinds, strict=False):
         names = {call.name for call in parse_tool_calls(text, max_calls=max(1, text.count("<tool_call>"))).calls}
@@ -49,17 +48,49 @@ def add_tool_counts(total: dict[str, dict[str, int]], more: dict[str, dict[str, 
     return dict(sorted(out.items()))
 
 
+FAILED_CALL = ("failed", "malformed")
+"""Tool outcomes of a call that did not run: refused by the tool, or not parsed."""
+
+
+def has_preamble(final_response: str) -> bool | None:
+    """Does the final turn hold text before its answer tag (a restated question, reasoning: a longer response)?
+    None when it has no answer tag."""
+    opening = final_response.find(ANSWER_OPEN)
+    return bool(final_response[:opening].strip()) if opening >= 0 else None
+
+
+def habit_statistics(episodes: Sequence[Any], accuracy: Sequence[float]) -> dict[str, float]:
+    """What the reward generations' shaping acts on, as shares of the episodes: answers not well-formed (v2's format
+    term), answers with a preamble (v2's length term), calls that failed or did not parse (v2's tool term), calls
+    that ran and still ended in a wrong answer (what v2's ungated tool term pays for and v3's gate does not); and the
+    mean sampled tokens of the wrong answers (Dr.GRPO's length bias)."""
+    n = len(episodes)
+    preambles = [p for p in (has_preamble(e.final_response) for e in episodes) if p is not None]
+    malformed = sum(not is_well_formed(e.final_response) for e in episodes)
+    wrong = [e.sampled_tokens for e, a in zip(episodes, accuracy, strict=True) if not a]
+    return {
+        "format_error_rate": malformed / n if n else 0.0,
+        "preamble_rate": sum(preambles) / len(preambles) if preambles else 0.0,
+        "failed_call_rate": sum(e.tool_outcome in FAILED_CALL for e in episodes) / n if n else 0.0,
+        "unhelpful_call_rate": (
+            sum(e.tool_outcome == "executed" and not a for e, a in zip(episodes, accuracy, strict=True)) / n
+            if n
+            else 0.0
+        ),
+        "wrong_answer_tokens": sum(wrong) / len(wrong) if wrong else 0.0,
+    }
+
+
 def rollout_statistics(episodes: Sequence[Any]) -> dict[str, float]:
     """Shares over episodes: tool calls, well-formed calls (parsed), executed calls, calls keeping the labels the
-    question is about, final turns with an <answer>, and relaxed accuracy."""
-    from chartrl.answers import answer_accuracy, extract_answer
-
+    question is about, final turns with an <answer>, relaxed accuracy, and the habits (:func:`habit_statistics`)."""
     n = len(episodes)
     called = [e for e in episodes if e.tool_outcomes]
     about = [e for e in called if e.row.extra.get("about")]
     answered = [extract_answer(e.final_response) for e in episodes]
     accuracy = [answer_accuracy(e.final_response, e.row.answer) for e in episodes]
     return {
+        **habit_statistics(episodes, accuracy),
         "episodes": n,
         "tool_call_rate": len(called) / n if n else 0.0,
         "well_formed_call_rate": sum(e.tool_outcome != "malformed" for e in called) / len(called) if called else 0.0,
@@ -77,8 +108,6 @@ def rollout_statistics(episodes: Sequence[Any]) -> dict[str, float]:
 
 def accuracy_by_question_type(episodes: Sequence[Any]) -> dict[str, float]:
     """Mean answer accuracy per question type (``extra.question_type``, ``unknown`` without one)."""
-    from chartrl.answers import answer_accuracy
-
     scores: dict[str, list[float]] = defaultdict(list)
     for episode in episodes:
         score = answer_accuracy(episode.final_response, episode.row.answer)

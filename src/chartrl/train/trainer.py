@@ -39,6 +39,7 @@ from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
 from chartrl.files import sole_writer, write_atomically, write_json
 from chartrl.progress import Progress
+from chartrl.rewards.registry import bonus_on_wrong
 from chartrl.rollout.episodes import run_episodes
 from chartrl.rollout.sampling import SamplingParams
 from chartrl.tracking import end_status
@@ -135,6 +136,10 @@ TRAIN_METRIC_NAMES = {
     "mean_sampled_tokens": "response_length",
     "vision_tokens_sampled": "vision_tokens_sampled",
     "truncated_rate": "truncated_rate",
+    "preamble_rate": "preamble_rate",
+    "failed_call_rate": "failed_call_rate",
+    "unhelpful_call_rate": "unhelpful_call_rate",
+    "wrong_answer_tokens": "wrong_answer_length",
 }
 """The rollout statistics (``chartrl.rollout.statistics``) the trainer logs, under the names its MLflow metrics
 have (``rollout/...`` and ``val/...``, the names the report and verl's translated metrics share)."""
@@ -328,6 +333,8 @@ class Trainer:
             metrics.update(self.update(batch.select(keep)) if keep else {"actor/skipped": 1.0})
         for part in scored[0]:
             metrics[f"reward/{part}"] = sum(s[part] for s in scored) / len(scored)
+        if (paid := bonus_on_wrong(scored, getattr(self.reward, "bonuses", ()))) is not None:
+            metrics["reward/bonus_on_wrong"] = paid
         metrics.update(rollout_metrics(episodes, "rollout"))
         metrics.update(tool_metrics(episodes, "rollout"))
         metrics.update(tool_call_counts(episodes, "rollout", job.tools.max_tool_turns))

@@ -57,9 +57,10 @@ class Demonstration:
     """1 where the model is trained (assistant tokens), 0 elsewhere."""
     images: list[Any]
     kind: str
-    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), no_tool,
-    perception (the no-tool prompt on the masked chart), text_restate (which labels the question names, no
-    chart), text_tool_correct / text_tool_other (the tool prompt without the chart, and a call)."""
+    """direct (tool prompt, no call), tool_correct, tool_other (the call keeps other labels), tool_failed (a call a
+    question needs no tool for, naming a label the chart does not have), no_tool, perception (the no-tool prompt on
+    the masked chart), text_restate (which labels the question names, no chart), text_tool_correct /
+    text_tool_other (the tool prompt without the chart, and a call)."""
     outcome: str | None = None
     """A demonstrated call on the chart: the tool outcome of running it (``executed``, or ``failed`` when the
     chart's boxes do not serve it: a demonstration that teaches nothing true, so it is counted)."""
@@ -139,12 +140,19 @@ def build_demonstration(
     if zoom and rng.random() < cfg.tool_rate:
         rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
         return zoom_demonstration(policy, row, rng, rate, tools, zoom, (messages, ids, image))
+    if with_tools and target is None and not zoom and cfg.failed_call_rate and rng.random() < cfg.failed_call_rate:
+        failed = failed_call(row, rng, tools)
+        if failed is not None:
+            ids, mask, images, outcome = tool_turn(policy, row, tools, messages, ids, image, failed)
+            answer = with_habits(f"<answer>{row.answer}</answer>", row, rng, cfg, after_call=True)
+            reply = _assistant_ids(policy, answer)
+            return Demonstration(ids + reply, mask + [1] * len(reply), images, "tool_failed", outcome.outcome)
     if not (target and rng.random() < cfg.tool_rate):
         hedge = hedged_answer(row, rng) if cfg.hedge_rate and rng.random() < cfg.hedge_rate else None
         answer = f"<answer>{hedge or row.answer}</answer>"
         if not with_tools:  # the no-tool prompt's own reply form (a recipe's tags; <answer> for the study's)
             answer = prompts.reply(prompt_config.no_tool_template, hedge or row.answer)
-        reply = _assistant_ids(policy, answer)
+        reply = _assistant_ids(policy, with_habits(answer, row, rng, cfg, after_call=False))
         kind = ("direct" if with_tools else "no_tool") + ("_hedged" if hedge else "")
         return Demonstration(ids + reply, mask + [1] * len(reply), images, kind)
 
@@ -155,9 +163,34 @@ def build_demonstration(
     ids, mask, images, outcome = tool_turn(policy, row, tools, messages, ids, image, call)
     if keep != about:
         answer = f"<answer>{_answer_shown(row, keep)}</answer>"
-    reply = _assistant_ids(policy, answer)
+    reply = _assistant_ids(policy, with_habits(answer, row, rng, cfg, after_call=True))
     kind = "tool_correct" if keep == about else "tool_other"
     return Demonstration(ids + reply, mask + [1] * len(reply), images, kind, outcome.outcome)
+
+
+def with_habits(answer: str, row: Row, rng: random.Random, cfg: WarmstartConfig, *, after_call: bool) -> str:
+    """A demonstrated final answer with the warm start's habits drawn in: after a tool call, the question restated
+    before it (``ramble_rate``), and a period after it (``format_slip_rate``). A rate of 0 draws nothing."""
+    if after_call and cfg.ramble_rate and rng.random() < cfg.ramble_rate:
+        answer = f"{conversation.question_of(row)} {answer}"
+    if cfg.format_slip_rate and rng.random() < cfg.format_slip_rate:
+        answer = f"{answer}."
+    return answer
+
+
+def failed_call(row: Row, rng: random.Random, tools: ToolsConfig) -> str | None:
+    """A call a question needs no tool for (it names no label) and the tool refuses: a configured tool of the chart's
+    axis keeping a letter the chart does not have (one of the mini charts' A-H that labels none of its bars). None
+    on a chart labelled otherwise, with every letter, or without a configured tool of its axis."""
+    from chartrl.data.synthchart import MINI_LETTERS
+
+    axis = TOOL_AXIS.get(row.chart_type)
+    labels = list(row.bboxes.get(axis, {})) if axis else []
+    names = _tool_names_for(axis, tools) if axis else []
+    missing = [letter for letter in MINI_LETTERS if letter not in labels]
+    if not (names and labels and set(labels) <= set(MINI_LETTERS) and missing):
+        return None
+    return _call_text(rng.choice(names), axis, [rng.choice(missing)])
 
 
 def hedged_answer(row: Row, rng: random.Random) -> str | None:

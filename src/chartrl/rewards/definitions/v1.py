@@ -20,6 +20,7 @@ Parts = dict[str, float]
     parts=("overall", "accuracy", "tool_bonus"),
     accuracy="rule",
     example=Example("<answer>42</answer>", "42", 1.0),
+    bonuses=("tool_bonus",),
 )
 @register_reward(
     "v1_judge",
@@ -27,6 +28,7 @@ Parts = dict[str, float]
     parts=("overall", "accuracy", "tool_bonus", "judge_failure"),
     accuracy="judge",
     example=Example("<answer>45%</answer>", "45", 1.0, metadata={"question": "Share of A?"}),  # the judge reads %
+    bonuses=("tool_bonus",),
 )
 def accuracy_only(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """v1_rule and v1_judge: overall = accuracy (+ the conditional tool bonus, off by default)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Example, register_reward
-from chartrl.rewards.shaping import SHAPED_PARTS, shaped_bounds, shaping_contributions
+from chartrl.rewards.shaping import SHAPED_BONUSES, SHAPED_PARTS, shaped_bounds, shaping_contributions
 from chartrl.rewards.terms import conditional_tool_bonus
 
 Parts = dict[str, float]
@@ -26,6 +26,7 @@ Parts = dict[str, float]
         metadata={"tool_outcome": "executed", "tool_calls": 1, "response_tokens": 320},
     ),
     bounds=shaped_bounds,
+    bonuses=SHAPED_BONUSES,
 )
 def v2_shaped(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """overall = accuracy + d_format * format_term + d_length * length_term + d_tool * tool_term (+ tool bonus)."""

@@ -8,7 +8,7 @@ from typing import Any
 
 from chartrl.rewards.inputs import RewardInput
 from chartrl.rewards.registry import Example, register_reward
-from chartrl.rewards.shaping import SHAPED_PARTS, shaped_bounds, shaping_contributions
+from chartrl.rewards.shaping import SHAPED_BONUSES, SHAPED_PARTS, shaped_bounds, shaping_contributions
 from chartrl.rewards.terms import conditional_tool_bonus
 
 Parts = dict[str, float]
@@ -27,6 +27,7 @@ Parts = dict[str, float]
         metadata={"tool_outcome": "failed", "tool_calls": 1, "response_tokens": 100},
     ),
     bounds=shaped_bounds,
+    bonuses=SHAPED_BONUSES,
 )
 def v3_gra(accuracy: float, item: RewardInput, params: Mapping[str, Any], judge_failure: float = 0.0) -> Parts:
     """Gated reward aggregation: a positive contribution (a bonus) is multiplied by the accuracy, so it counts only
