@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 from pathlib import Path
 
 from chartrl.config import load_config
@@ -86,9 +85,18 @@ def main() -> None:
     seeds = sorted({main_seed, 1, 2})
     warm = json.loads((args.results / "eval/warmstart/test_accuracy_tools_on.json").read_text())
     start = scores(warm)
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commits = sorted(
+        {
+            json.loads(path.read_text()).get("source_commit") or "not recorded"
+            for path in [*args.results.glob("runs/*/run.json"), *args.results.glob("seeds/*/*/run.json")]
+        }
+    )
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
-    print(f"commit {commit.stdout.strip()}, CPU {cpu or platform.processor()}, test questions {len(start)}\n")
+    trained = ", ".join(c if c == "not recorded" else c[:12] for c in commits) or "no run.json found"
+    print(
+        f"trained at commit {trained} (the runs' run.json), this CPU {cpu or platform.processor()}, "
+        f"test questions {len(start)}\n"
+    )
     for seed in seeds:
         print(f"### train seed {seed}\n")
         print(

@@ -28,6 +28,7 @@ MODULES = (
     "bench_cache",
     "bench_vision",
     "bench_train",
+    "bench_step",
     "bench_learning",
     "bench_precision",
     "bench_verl",

@@ -407,3 +407,44 @@ def test_a_dataset_another_job_inserted_meanwhile_is_linked_on_the_next_try(sett
 
     with pytest.raises(MlflowException, match="down"):
         tracking.log_inputs(Broken(), second, inputs)
+
+
+def _git(folder, *args):
+    import subprocess
+
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+def test_a_run_names_the_commit_of_the_code_that_made_it(settings, tmp_path, monkeypatch):
+    checkout = tmp_path / "checkout"
+    (checkout / "src").mkdir(parents=True)
+    (checkout / "src" / "code.py").write_text("x = 1\n")
+    _git(checkout, "init", "-q")
+    _git(checkout, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "empty")
+    _git(checkout, "add", "src/code.py")
+    _git(checkout, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "code")
+    import subprocess
+
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    monkeypatch.setenv("CHARTRL_SOURCE", str(checkout))
+    tracking.source_commit.cache_clear()
+    assert tracking.source_commit() == head.strip()
+    with tracking.stage_run(settings, "synthchart/data", {"stage": "data"}, {"seed": 0}) as run:
+        pass
+    tags = tracking._client(settings).get_run(run.run_id).data.tags
+    assert tags[tracking.GIT_COMMIT_TAG] == head.strip()
+
+    (checkout / "results.txt").write_text("not code\n")  # untracked, outside the code: still the commit
+    tracking.source_commit.cache_clear()
+    assert tracking.source_commit() == head.strip()
+    (checkout / "src" / "code.py").write_text("x = 2\n")  # the code differs from the commit
+    tracking.source_commit.cache_clear()
+    assert tracking.source_commit() == f"{head.strip()}-dirty"
+
+    monkeypatch.setenv("CHARTRL_SOURCE", str(tmp_path / "elsewhere"))
+    tracking.source_commit.cache_clear()
+    assert tracking.source_commit() is None  # not a checkout: no tag rather than a wrong one
+    with tracking.stage_run(settings, "synthchart/card", {"stage": "card"}, {"seed": 0}) as run:
+        pass
+    assert tracking.GIT_COMMIT_TAG not in tracking._client(settings).get_run(run.run_id).data.tags
+    tracking.source_commit.cache_clear()

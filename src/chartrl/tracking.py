@@ -17,6 +17,9 @@
 - A train run also carries its series' headline test figures (``test/accuracy``, ``test/accuracy_{type}``,
   ``test/tool_call_ratio``, ``test/drift``, ...), added by the test-accuracy and diagonal jobs beside their own
   runs, so the train runs compare side by side (:func:`existing_run`).
+- Every run is tagged with the commit of the checkout its job ran (MLflow's own ``mlflow.source.git.commit``, with
+  ``-dirty`` when chartrl's code or the workflow differed from it; none outside a git checkout): the same commit
+  is in a train run's ``run.json`` (``source_commit``), so a result names the code that made it.
 - Every run starts tagged ``chartrl.superseded=false``, so ``tags.chartrl.superseded = 'false'`` finds the current
   runs; a stage rerun from scratch starts a new run and tags the older runs of the same name
   ``chartrl.superseded=true`` (with the id of the run that replaced them).
@@ -32,6 +35,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -49,6 +53,9 @@ from chartrl.errors import Stopped
 log = logging.getLogger(__name__)
 
 SUPERSEDED_TAG = "chartrl.superseded"
+GIT_COMMIT_TAG = "mlflow.source.git.commit"
+CODE_PATHS = ("src", "rules", "Snakefile")
+"""What makes a checkout's code differ from its commit (``-dirty``): chartrl and the workflow, not results or docs."""
 SUPERSEDED_BY_TAG = "chartrl.superseded_by"
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
@@ -374,11 +381,35 @@ def test_run_tags(series: Mapping[str, Any], with_tools: bool, parent: str | Non
     return _nested(_described(tags, series.get("description")), parent)
 
 
+@functools.cache
+def source_commit(root: str | None = None) -> str | None:
+    """The commit of the checkout this job runs from (``CHARTRL_SOURCE``, else the working folder), with ``-dirty``
+    when its code (:data:`CODE_PATHS`) differs from that commit; None outside a git checkout or without git."""
+    import subprocess
+
+    folder = root or os.environ.get("CHARTRL_SOURCE") or os.getcwd()
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", folder, *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS)
+    return f"{commit}-dirty" if changed else commit
+
+
 def start_run(settings: MlflowSettings, run_name: str, tags: Mapping[str, str], params: Mapping[str, Any]) -> StageRun:
     """A fresh run for ``run_name`` (older runs of that name are tagged superseded), tags and flattened params
     logged once."""
     flat_params = flatten(params)
     str_tags = {k: str(v) for k, v in tags.items()}
+    if (commit := source_commit()) is not None:
+        str_tags.setdefault(GIT_COMMIT_TAG, commit)
     refuse_secrets({**flat_params, **str_tags})
     client = _client(settings)
     exp = experiment_id(client, settings)

@@ -538,6 +538,8 @@ class Trainer:
         self.model.load_state_dict(saved.state_dict())
 
     def _finish(self, run) -> dict[str, Any]:
+        from chartrl import tracking
+
         job = self.job
         found = checkpoints.checkpoint_dirs(job.run_dir)
         last = max(found)
@@ -545,6 +547,7 @@ class Trainer:
         summary = {
             "series": job.series.id,
             "backend": "local",
+            "source_commit": tracking.source_commit(),
             "mlflow_run_id": run.run_id,
             "last_step": last,
             "job_key": job.key,

@@ -232,6 +232,7 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
     summary = {
         "series": job.series.id,
         "backend": "verl",
+        "source_commit": tracking.source_commit(),
         "mlflow_run_id": run_id,
         "last_step": next(s for s, p in found.items() if p == last),
         "job_key": job.key,
