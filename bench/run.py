@@ -23,6 +23,7 @@ MODULES = (
     "bench_data",
     "bench_tools",
     "bench_rewards",
+    "bench_published_metric",
     "bench_rollout",
     "bench_kv_reuse",
     "bench_cache",

@@ -65,7 +65,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "chartqa synthchart zoomchart geoqa deepeyes stage",  # the readers, and the stage that reads a split
     ),
     "evaluate": _floors(
-        "checkpoints generate habits intervals matrix score accuracy",
+        "checkpoints generate habits intervals matrix published_metric score accuracy",
         "diagonal rerank shortcut curve",  # built on scores, generations and accuracy
     ),
     "judge": _floors("base cache verdict", "panel prompt reference usage", "openai_judge", "prm"),

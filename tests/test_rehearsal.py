@@ -158,6 +158,9 @@ def test_verl_dag_report_has_every_panel_filled_or_explained(rehearsal_verl):
         assert not shuffled["filled"] and "not run on the verl backend" in shuffled["reason"]
     # per-type test accuracy from the eval series' verl generations; the baselines have none, so no gap
     assert panels["test_accuracy"]["filled"] and set(metrics["test_accuracy"]["series"]) == {"e1", "e2", "e6", "e10"}
+    # ... each beside the same answers under the published ChartQA rule, read from the same generations
+    for table in metrics["test_accuracy"]["series"].values():
+        assert table["test"]["published_by_question_type"]["all"]["n"] == table["test"]["n"]
     assert not panels["gaps"]["filled"] and "e3" in panels["gaps"]["reason"]
     assert not panels["test_accuracy/test_shuffled_images"]["filled"]
     assert not panels["seed_spread"]["filled"] and "one seed" in panels["seed_spread"]["reason"]

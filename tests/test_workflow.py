@@ -404,6 +404,9 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     tool_policies = {sid for sid in TRAIN_SERIES if metrics["series"][sid]["config"]["tools"]} | {"warmstart (tools)"}
     # and every tool policy once more with the unedited chart shown after each call (the tool-placebo control)
     assert all(set(t) == controls | ({"test_placebo"} if n in tool_policies else set()) for n, t in tables.items())
+    # the same greedy answers under the published ChartQA rule, beside chartrl's, in the tables and the headline
+    assert all(t["test"]["published_by_question_type"]["all"]["n"] == t["test"]["n"] for t in tables.values())
+    assert all(r["published_accuracy"] for r in metrics["finding"]["rows"].values() if r["test_accuracy"])
     assert "sampled: correct-label share" in (smoke_run / "results/report/index.html").read_text()
 
     from mlflow.tracking import MlflowClient

@@ -34,6 +34,22 @@ def test_summary_by_question_type_and_label_share():
     assert out["correct_label_share"] == pytest.approx(1 / 3)
 
 
+def test_published_accuracy_beside_chartrls_and_none_for_older_records():
+    """Each record's score under the published ChartQA rule is summarised beside chartrl's; records written before
+    the published score existed give None (not a number computed from part of them)."""
+    records = [
+        {**_record("value", 1.0), "published_score": 0.0},  # e.g. "509,473" for "509473"
+        {**_record("value", 1.0), "published_score": 1.0},
+        {**_record("count", 0.0), "published_score": 0.0},
+    ]
+    out = summarise(records)
+    assert out["accuracy"] == pytest.approx(2 / 3) and out["published_accuracy"] == pytest.approx(1 / 3)
+    assert out["published_accuracy_by_question_type"] == {"count": 0.0, "value": 0.5}
+    older = summarise([*records, _record("value", 1.0)])
+    assert older["published_accuracy"] is None and older["published_accuracy_by_question_type"] is None
+    assert older["accuracy"] == pytest.approx(3 / 4)
+
+
 def test_habits_are_shares_of_the_answers_that_say():
     """What v2's terms and v3's gate act on, per answer: format errors, preambles (a restated question before the
     answer), calls that failed or did not parse, calls that ran before a wrong answer. A record written without a
@@ -133,6 +149,7 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
     rows = [
         SimpleNamespace(id="a", answer="4", extra={"question_type": "value", "about": ["2019"]}),
         SimpleNamespace(id="b", answer="7", extra={"question_type": "count"}),
+        SimpleNamespace(id="c", answer="2", extra={"question_type": "value"}),
     ]
     generations = [
         # question a: sample 1 (ignored) listed first; sample 0 called, the call kept the asked label, right
@@ -144,10 +161,14 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
         # question b: no answer tag
         {"id": "b", "sample": 0, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
          "answer": None, "final_response": "seven"},
+        # question c: exactly 5% off, right by chartrl's rule, wrong by the published one (its float rounding)
+        {"id": "c", "sample": 0, "tool_calls": "[]", "tool_error_kinds": "[]", "tool_called": False,
+         "answer": "2.1", "final_response": "<answer>2.1</answer>"},
     ]  # fmt: skip
     records = {r["id"]: r for r in generation_test_records(generations, rows)}
     assert records["a"] == {
-        "id": "a", "question_type": "value", "score": 1.0, "well_formed": True, "tool_call": True,
+        "id": "a", "question_type": "value", "score": 1.0, "published_score": 1.0,  # chartrl's rule, the published
+        "well_formed": True, "tool_call": True,
         "correct_label": True,  # the executed call's labels, not the refused one's
         "answer": "4", "truth": "4",  # what it answered, beside the gold answer (the report's collapse check)
         "response": "<answer>4</answer>", "preamble": False,  # the answer and what came before it
@@ -155,4 +176,8 @@ def test_generations_in_the_contract_read_as_the_local_rollouts_are():
     }  # fmt: skip
     assert records["b"]["score"] == 0.0 and not records["b"]["well_formed"] and records["b"]["correct_label"] is None
     assert (records["b"]["answer"], records["b"]["truth"]) == (None, "7")
-    assert summarise(list(records.values()))["accuracy_by_question_type"] == {"count": 0.0, "value": 1.0}
+    assert (records["c"]["score"], records["c"]["published_score"]) == (1.0, 0.0)
+    summary = summarise(list(records.values()))
+    assert summary["accuracy_by_question_type"] == {"count": 0.0, "value": 1.0}
+    assert summary["published_accuracy_by_question_type"] == {"count": 0.0, "value": 0.5}
+    assert summary["published_accuracy"] == pytest.approx(1 / 3)

@@ -26,12 +26,15 @@ def config():
     return dataclasses.replace(default, evaluate=dataclasses.replace(default.evaluate, headline_types=None))
 
 
-def _test_file(path, right_value, answer_compare="Yes", calls=0.0):
-    """A test_accuracy.json: 60 value questions (the first ``right_value`` right) and 40 compare questions answered
-    ``answer_compare`` (gold: Yes on the even ones)."""
+def _test_file(path, right_value, answer_compare="Yes", calls=0.0, refused=0, published=True):
+    """A test_accuracy.json: 60 value questions (the first ``right_value`` right, of which the first ``refused``
+    are written with a thousands separator, which the published rule refuses) and 40 compare questions answered
+    ``answer_compare`` (gold: Yes on the even ones). ``published=False``: records of a chartrl older than the
+    published rule (no published score)."""
     items = [
         {"id": f"v{i}", "question_type": "value", "score": float(i < right_value), "well_formed": True,
-         "tool_call": calls > 0, "correct_label": None, "answer": str(i), "truth": str(i if i < right_value else -1)}
+         "tool_call": calls > 0, "correct_label": None, "answer": f"1,{i:03d}" if i < refused else str(1000 + i),
+         "truth": str(1000 + i if i < right_value else -1), "published_score": float(refused <= i < right_value)}
         for i in range(60)
     ] + [
         {"id": f"c{i}", "question_type": "compare", "score": float((i % 2 == 0) == (answer_compare == "Yes")),
@@ -39,6 +42,11 @@ def _test_file(path, right_value, answer_compare="Yes", calls=0.0):
          "truth": "Yes" if i % 2 == 0 else "No"}
         for i in range(40)
     ]  # fmt: skip
+    for item in items:
+        if item["question_type"] == "compare":
+            item["published_score"] = item["score"]
+        if not published:
+            del item["published_score"]
     test = {**summarise(items), "tool_call_rate": calls, "items": items, "protocol": {"executed_call_rate": 0.75}}
     shuffled = {**summarise(items[:1]), "items": items[:1]}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,8 +68,8 @@ def report(config, tmp_path_factory):
     results = folder / "results"
     _test_file(results / "eval/warmstart/test_accuracy_tools_on.json", 20, calls=0.2)
     _test_file(results / "eval/warmstart/test_accuracy_tools_off.json", 20)
-    _test_file(results / "eval/e1/test_accuracy.json", 50, calls=0.9)  # beats the warm start and e3
-    _test_file(results / "eval/e3/test_accuracy.json", 21)  # level with the warm start
+    _test_file(results / "eval/e1/test_accuracy.json", 50, calls=0.9, refused=10)  # beats the warm start and e3
+    _test_file(results / "eval/e3/test_accuracy.json", 21, published=False)  # level with the warm start
     _test_file(results / "eval/e6/test_accuracy.json", 5, answer_compare="No", calls=0.5)  # below the warm start
     _diagonal(results / "eval/e9/diagonal.json", 0.0, -0.03, 0.03, "no hacking detected")
     _diagonal(results / "eval/e14/diagonal.json", 0.25, 0.17, 0.33, "hacking")
@@ -109,6 +117,27 @@ def test_the_headline_has_a_row_per_policy_each_cell_a_number_or_why_not(config,
     )
     assert rows["e3"]["why_no_drift"] == "no eval series reads its checkpoints"
     assert why_no_diagonal(config, "e6") == "no results/eval/e9/diagonal.json"  # a pair whose check has not run
+
+
+def test_the_headline_gives_the_published_rule_beside_chartrls(report):
+    """The same answers under the published ChartQA rule, with its interval, beside chartrl's accuracy; records
+    without a published score say why in its cell; the test table has it as a column too."""
+    metrics, page = report
+    rows = metrics["finding"]["rows"]
+    e1 = rows["e1"]
+    assert e1["test_accuracy"]["mean"] == pytest.approx(0.70)
+    assert e1["published_accuracy"]["mean"] == pytest.approx(0.60)  # 10 answers with a separator refused
+    assert e1["published_accuracy"]["low"] < 0.60 < e1["published_accuracy"]["high"]
+    assert e1["published_accuracy"]["n"] == e1["test_accuracy"]["n"] == 100
+    assert rows["e3"]["test_accuracy"] and rows["e3"]["published_accuracy"] is None
+    assert rows["e3"]["why_no_published"].startswith("its test records have no published score")
+    assert rows["e2"]["published_accuracy"] is None and rows["e2"]["why_no_published"] is None  # no test at all
+    table = metrics["test_accuracy"]["series"]["e1"]["test"]
+    assert table["published_accuracy"] == pytest.approx(0.60)
+    assert table["published_by_question_type"]["value"]["mean"] == pytest.approx(40 / 60)
+    assert metrics["test_accuracy"]["series"]["e3"]["test"]["published_by_question_type"] is None
+    assert "<th>published rule [interval]</th>" in page and "<th>published rule (all)</th>" in page
+    assert "0.600 [" in page and "no published score in its test records: rerun test_accuracy" in page
 
 
 def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(report):

@@ -102,27 +102,38 @@ def test_results(results: Path, config: Config) -> dict[str, Any]:
     return out
 
 
-SUMMARY_KEYS = ("n", "accuracy", "format_rate", "tool_call_rate", "correct_label_share")
+SUMMARY_KEYS = ("n", "accuracy", "published_accuracy", "format_rate", "tool_call_rate", "correct_label_share")
+
+
+def _intervals_by_type(items: Sequence[Mapping[str, Any]], key: str, config: Config) -> dict[str, Any]:
+    """The mean of each item's ``key`` per question type, over all questions and over the headline types, each
+    with its bootstrap interval over the questions."""
+    ev = config.evaluate
+    by_type: dict[str, list[float]] = {}
+    for item in items:
+        by_type.setdefault(item["question_type"], []).append(item[key])
+    by_type["all"] = [item[key] for item in items]
+    if ev.headline_types is not None:
+        by_type[HEADLINE] = [item[key] for item in items if ev.in_headline(item["question_type"])]
+    return {
+        qtype: bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
+        for qtype, scores in sorted(by_type.items())
+    }
 
 
 def _accuracy_table(data: Mapping[str, Any], config: Config) -> dict[str, Any]:
-    """One test_accuracy.json condition -> its summary, with a bootstrap interval per question type."""
-    ev = config.evaluate
-    by_type: dict[str, list[float]] = {}
-    for item in data["items"]:
-        by_type.setdefault(item["question_type"], []).append(item["score"])
-    by_type["all"] = [item["score"] for item in data["items"]]
-    if config.evaluate.headline_types is not None:
-        by_type[HEADLINE] = [s["score"] for s in data["items"] if config.evaluate.in_headline(s["question_type"])]
+    """One test_accuracy.json condition -> its summary, with a bootstrap interval per question type under
+    chartrl's rule (``by_question_type``) and under the published ChartQA rule (``published_by_question_type``;
+    None for records written without their published score)."""
+    items = data["items"]
     calls = data.get("tool_call_rate")
+    published = bool(items) and all("published_score" in item for item in items)
     return {
         **{key: data.get(key) for key in SUMMARY_KEYS},
         # executed calls among the calls (the rollout statistics the local rule records), where any call was made
         "tool_success": (data.get("protocol") or {}).get("executed_call_rate") if calls else None,
-        "by_question_type": {
-            qtype: bootstrap_mean(scores, samples=ev.bootstrap_samples, confidence=ev.confidence, seed=ev.seed)
-            for qtype, scores in sorted(by_type.items())
-        },
+        "by_question_type": _intervals_by_type(items, "score", config),
+        "published_by_question_type": _intervals_by_type(items, "published_score", config) if published else None,
     }
 
 

@@ -3,8 +3,9 @@
 The headline table has one row per policy the study compares: the warm-started start (with and without the tool
 prompt), each tool policy, each no-tool baseline, then any control (a train series of a generation that is not one
 of the study's numbered ones, e.g. the hack control). Each row: greedy test accuracy with its bootstrap interval,
-the tool-call rate and tool success on test, and the signed judge-minus-rule drift of the diagonal check that reads
-its checkpoint, with its interval and verdict. A cell the run has no number for says why.
+the same answers' accuracy under the published ChartQA rule (``chartrl.evaluate.published_metric``) with its
+interval, the tool-call rate and tool success on test, and the signed judge-minus-rule drift of the diagonal
+check that reads its checkpoint, with its interval and verdict. A cell the run has no number for says why.
 
 The sentences say which policies beat the warm start and their generation's no-tool baseline (paired bootstrap
 intervals over the same test questions: beats when the interval lies above 0), what the diagonal check flags,
@@ -24,6 +25,10 @@ from chartrl.report.order import in_order, is_numbered
 
 WARM_START = {True: "warmstart (tools)", False: "warmstart (no tool)"}
 """The test records of the warm-started start, by whether the tool prompt was used (collect.test_accuracy)."""
+
+
+PUBLISHED_MISSING = "its test records have no published score (written by an older chartrl): rerun test_accuracy"
+"""Why a row with a test accuracy has no published-rule accuracy beside it."""
 
 
 def role(series: TrainSeries) -> str:
@@ -81,6 +86,7 @@ def headline_row(
     ``headline``: the question-type row holding the headline accuracy (``chartrl.report.helpers.headline_key``)."""
     test = (table or {}).get("test") or {}
     accuracy = (test.get("by_question_type") or {}).get(headline)
+    published = (test.get("published_by_question_type") or {}).get(headline)
     calls = test.get("tool_call_rate")
     success = test.get("tool_success")
     return {
@@ -88,10 +94,12 @@ def headline_row(
         "role": role_name,
         "generation": generation,
         "test_accuracy": accuracy,
+        "published_accuracy": published,
         "tool_call_rate": calls,
         "tool_success": success,
         "drift": drift,
         "why_no_test": None if accuracy else missing_test,
+        "why_no_published": None if published or not accuracy else PUBLISHED_MISSING,
         "why_no_tool_success": None if success is not None else _why_no_success(calls),
         "why_no_drift": None if drift else missing_drift,
     }
