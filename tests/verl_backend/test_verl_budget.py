@@ -190,3 +190,15 @@ def test_the_plan_says_what_it_assumes(capsys):
 def test_the_plan_refuses_a_fill_outside_0_1(capsys):
     assert main(["plan", "--configfile", str(CONFIG / "gpu.yaml"), "--root", str(REPO), "--fill", "1.5"]) == 2
     assert "--fill 1.5" in capsys.readouterr().err
+
+
+def test_the_plan_takes_overlays_as_snakemake_does(capsys):
+    # `--configfile config/gpu.yaml site.yaml`, copied from the snakemake line, reads both files, as the flag
+    # repeated does: the plan is the run's plan (here the smoke overlay stands in for a site overlay)
+    gpu, smoke = str(CONFIG / "gpu.yaml"), str(CONFIG / "gpu_smoke.yaml")
+    assert main(["plan", "--configfile", gpu, smoke, "--root", str(REPO)]) == 0
+    one_flag = capsys.readouterr().out
+    assert main(["plan", "--configfile", gpu, "--configfile", smoke, "--root", str(REPO)]) == 0
+    assert capsys.readouterr().out == one_flag and "4 GPUs of 80 GiB" in one_flag
+    assert main(["config", "check", "--configfile", gpu, smoke, "--root", str(REPO), "--show"]) == 0
+    assert '"n_gpus_per_node": 4' in capsys.readouterr().out

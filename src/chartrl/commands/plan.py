@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from chartrl.commands import add_configfile_argument
 from chartrl.config import Config, load_config
 from chartrl.errors import UsageError
 from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note
@@ -167,7 +168,7 @@ def register(stages: argparse._SubParsersAction) -> None:
     plan = stages.add_parser(
         "plan", help="a verl config's budget per GPU job: memory per GPU, GPU-hours, checkpoint disk, judge calls"
     )
-    plan.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake (repeatable)")
+    add_configfile_argument(plan)
     plan.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
     plan.add_argument(
         "--fill", type=float, help="a sequence's mean length over its longest, for the time (default 1: an upper bound)"
