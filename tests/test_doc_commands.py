@@ -30,7 +30,11 @@ from conftest import BIN, REPO
 
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-PLACEHOLDERS = {"<commit>": COMMIT, "--fill F": "--fill 0.4", "--tokens-per-gpu-second T": "--tokens-per-gpu-second 900"}
+PLACEHOLDERS = {
+    "<commit>": COMMIT,
+    "--fill F": "--fill 0.4",
+    "--tokens-per-gpu-second T": "--tokens-per-gpu-second 900",
+}
 ELSEWHERE = {
     "git": "the clone, before .venv exists",
     "make": "targets checked against the Makefile in tests/test_conventions.py; make setup and make test run in CI",
