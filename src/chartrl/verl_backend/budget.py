@@ -41,7 +41,7 @@ FUSED_KERNELS_OVERRIDE = "actor_rollout_ref.model.use_fused_kernels"
 @dataclass(frozen=True)
 class Assumptions:
     """A run's measured figures, which replace the estimated time (``chartrl plan --tokens-per-gpu-second
-    --fill``, printed by a verl train job: :func:`chartrl.verl_backend.job.measured_figures`); None: estimate it
+    --fill``, printed by a verl train job: :func:`chartrl.verl_backend.metrics.measured_figures`); None: estimate it
     from the tokens the config implies (``chartrl.verl_backend.gpu_hours``)."""
 
     tokens_per_gpu_second: float | None = None
