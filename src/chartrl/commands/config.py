@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from chartrl.commands import add_configfile_argument
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.commands.config_reference import load_schema_text, render_reference
 from chartrl.commands.series_table import render_series_table, with_series_table
 from chartrl.config import ConfigError, load_config, to_plain

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from chartrl.commands import add_configfile_argument
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.config import Config, load_config
 from chartrl.errors import UsageError
 from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note

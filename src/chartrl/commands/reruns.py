@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from chartrl.commands import add_configfile_argument
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.errors import UsageError
 from chartrl.fingerprint import changed_files
 

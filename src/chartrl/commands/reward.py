@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from chartrl.commands import add_configfile_argument
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.config import load_config
 from chartrl.errors import UsageError
 from chartrl.rewards import METADATA_FIELDS, REWARDS, RewardInput, accuracy_signal, build_reward

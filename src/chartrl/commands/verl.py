@@ -19,7 +19,7 @@ import logging
 import os
 from pathlib import Path
 
-from chartrl.commands import add_configfile_argument
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.commands.spec import FILTER_HOLDS, Reads, filter_settings, given_spec, read_job_spec, series_from
 from chartrl.config import (
     ConfigError,
