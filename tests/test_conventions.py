@@ -151,13 +151,14 @@ def test_the_readme_is_for_users():
 
 
 def shell_lines() -> list[tuple[str, str]]:
-    """Each command line of the ```bash blocks of the README and docs/, a backslash continuation joined."""
+    """Each command line of the ```bash blocks of the README and docs/, a backslash continuation joined, a program
+    of ``.venv`` named without its folder (docs/cluster.md writes ``.venv/bin/chartrl``)."""
     found = []
     for path in DOCUMENTS:
         for block in re.findall(r"^```(?:bash|sh)\n(.*?)^```", path.read_text(), re.MULTILINE | re.DOTALL):
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 if line.strip() and not line.lstrip().startswith("#"):
-                    found.append((str(path.relative_to(REPO)), line.strip()))
+                    found.append((str(path.relative_to(REPO)), re.sub(r"^\.venv/bin/", "", line.strip())))
     return found
 
 

@@ -114,20 +114,41 @@ def test_the_plugin_tested_here_is_the_one_cpu_lock_pins():
 
 
 PROFILE = REPO / "profiles/slurm/profile.yaml"
-TOOL_SERIES_HOURS = 96  # `chartrl plan`'s upper bound for a tool series of gpu.yaml: 767.7 GPU-hours on 8 GPUs
+HEADROOM = 1.5
+"""The profile's time limits: 1.5 x `chartrl plan`'s central estimate of each job's wall hours for config/gpu.yaml,
+plus :data:`STARTUP_MINUTES` per allocation (profiles/slurm/profile.yaml says so)."""
+STARTUP_MINUTES = 60
+RULES = {"train": "train ", "generate": "generate ", "shortcut_answers": "shortcut answers "}
+"""The profile's GPU rules and the plan's names of their jobs."""
 
 
-def test_a_train_series_longer_than_one_allocation_is_resubmitted_to_resume():
+def _central_wall_minutes() -> dict[str, float]:
+    """The longest central wall time of each GPU rule's jobs in the study's plan (GPU-hours over the job's GPUs)."""
+    from chartrl.config import load_config
+    from chartrl.verl_backend.budget import plan_budget
+
+    jobs = plan_budget(load_config([REPO / "config" / "gpu.yaml"], root=REPO))
+    return {
+        rule: max(job.gpu_hours.central / job.gpus * 60 for job in jobs if job.job.startswith(prefix))
+        for rule, prefix in RULES.items()
+    }
+
+
+def test_the_time_limits_follow_from_the_plans_central_estimate():
     """Slurm ends a job at its runtime; a train series takes longer than one allocation at many sites. The
     profile resubmits a failed job (Snakemake's `retries`, which rules without their own take), and the resubmitted
-    train job resumes from its last checkpoint: enough allocations must cover the longest series."""
+    train job resumes from its last checkpoint: the allocations but one (lost to a failure) must cover the longest
+    series with headroom, each less its start-up; a generation or filter job must fit one allocation."""
     import yaml
 
     profile = yaml.safe_load(PROFILE.read_text())
-    train_minutes = profile["set-resources"]["train"]["runtime"]
-    assert train_minutes <= 24 * 60  # within most GPU partitions' time limit, or sbatch refuses the job outright
-    allocations = profile.get("retries", 0) + 1
-    assert (allocations - 1) * train_minutes >= TOOL_SERIES_HOURS * 60  # and one allocation lost to a failure
+    central = _central_wall_minutes()
+    for rule, minutes in central.items():
+        runtime = profile["set-resources"][rule]["runtime"]
+        assert runtime <= 24 * 60, rule  # within most GPU partitions' time limit, or sbatch refuses the job outright
+        allocations = profile.get("retries", 0) if rule == "train" else 1
+        assert allocations * (runtime - STARTUP_MINUTES) >= HEADROOM * minutes, (rule, runtime, minutes)
+    assert 50 * 60 < central["train"] < 60 * 60  # a tool series: 454 GPU-h on 8 GPUs, more than two allocations
 
 
 def test_the_profile_names_no_placeholder_account():

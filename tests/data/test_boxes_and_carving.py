@@ -14,7 +14,7 @@ from chartrl.data.contract import has_boxes, read_split
 from chartrl.data.errors import DataSourceError
 from chartrl.data.stage import build_card, build_split, collect_split
 
-from conftest import CHARTQA_REAL, dataset_from
+from conftest import CHARTQA_REAL, copy_chartqa_layout, dataset_from
 
 CARVE = {"from": "test", "shares": {"train": 3, "val": 1, "test": 2}, "seed": 0}
 
@@ -136,3 +136,29 @@ def test_chartqa_rows_record_the_labels_their_question_names(carved_rows):
         if r.extra["question"].startswith("What is the difference in value between Lamb and Corn")
     )
     assert row.extra["about"] == ["Lamb", "Corn"]
+
+
+def test_annotation_files_the_reader_does_not_understand_fail_the_data_stage(tmp_path):
+    """The release's annotation files were never in reach (tests/fixtures/chartqa_real/README.md): the reader reads
+    the schema ReFocus' code reads. Files in another layout (here PlotQA's: the type as ``vbar_categorical``, the
+    values under ``models``, no ``major_labels``) beside the real sample's question files and charts give charts
+    without label boxes, which the coverage check turns into a failed data stage, naming the coverage, on the
+    user's CPU before any GPU is booked (docs/cluster.md, section 3)."""
+    root = copy_chartqa_layout(tmp_path / "cqa")
+    (root / "test" / "annotations").mkdir()
+    for png in (root / "test" / "png").iterdir():
+        other_layout = {
+            "type": "vbar_categorical",
+            "models": [{"name": "Share", "x": ["2019", "2020"], "y": [1.0, 2.0], "bboxes": []}],
+            "general_figure_info": {"title": {"text": "A chart"}},
+        }
+        (root / "test" / "annotations" / f"{png.stem}.json").write_text(json.dumps(other_layout))
+    dataset = dataset_from(
+        {"source": "chartqa_original", "path": str(root), "splits": ["test"], "annotations": True}, name="cqa"
+    )
+    rows, rejects = collect_split(dataset, "test", root=Path("."))
+    assert len(rows) == 124 and rejects == []  # every real question is read ...
+    assert not any(has_boxes(row.bboxes) for row in rows)  # ... and no chart has label boxes
+    out, rejected = tmp_path / "test.parquet", tmp_path / "test.rejects.json"
+    with pytest.raises(DataSourceError, match=r"only 0\.0% of 124 questions have label boxes"):
+        build_split(dataset, "test", Path("."), out, rejected, min_box_coverage=0.5)

@@ -1,4 +1,4 @@
-"""config/gpu_smoke.yaml, the first thing a cluster user runs: on top of config/gpu.yaml it changes only sizes (2 GPUs,
+"""config/gpu_smoke.yaml, the first thing a cluster user runs: on top of config/gpu.yaml it changes only sizes (4 GPUs,
 4 steps of 16 prompts x 4, a 32-question test) and which series run, so the study's code path is what it runs; and
 its dry run plans every stage with the exact verl commands."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from chartrl.config import load_config, to_plain
+from chartrl.verl_backend.budget import plan_budget
 
 from conftest import REPO
 
@@ -33,9 +34,8 @@ SIZES = {
     "train.checkpoint_every": "a checkpoint every 2 steps",
     "train.keep_last": "keep 1, so the named step 2 takes the kept-step path",
     "rollout.n": "4 samples",
-    "verl.n_gpus_per_node": "2 GPUs",
+    "verl.n_gpus_per_node": "4 GPUs",
     "verl.ppo_mini_batch_size": "two updates a step",
-    "verl.gpu_memory_utilization": "vLLM's share beside 4x the FSDP shards",
     "evaluate.limit": "a 32-question test",
     "datasets.chartqa.shortcut_filter.max_questions": "32 questions for the filter's verl job",
 }
@@ -58,22 +58,36 @@ def test_the_smoke_run_changes_only_sizes_and_series():
 
 def test_the_smoke_run_is_the_smallest_study():
     config = load_config([GPU, SMOKE], root=REPO)
-    assert config.verl.n_gpus == 2 and config.model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert config.verl.n_gpus == 4 and config.model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
     assert (config.train.steps, config.train.prompts_per_step, config.rollout.n) == (4, 16, 4)
     assert config.evaluate.limit == 32 and config.backend == "verl"
     assert [s.id for s in config.train_series] == ["e1", "e2"] and config.keep_steps("e1") == (2,)
     assert config.series["e1"].tools and config.series["e2"].reward.name == "v1_judge"
 
 
+SMOKE_MARGIN = 0.85
+"""The smoke run is the first GPU job a user runs: an out-of-memory error there reads as "the study does not fit",
+so every phase of every job plans within 85% of the device, room for the estimator's under-read of EasyR1's
+measured peaks (docs/cluster.md, "Checked against published figures")."""
+
+
+def test_the_smoke_run_plans_within_85_percent_of_the_device():
+    config = load_config([GPU, SMOKE], root=REPO)
+    device = config.verl.gpu_memory_gb * 1024**3
+    for job in plan_budget(config):
+        for phase in job.phases:
+            assert phase.total <= SMOKE_MARGIN * device, (job.job, phase.name, phase.total / 1024**3)
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    """The smoke run's dry run with the GPU limit for 2 GPUs (docs/cluster.md): (kind, name) -> (command words,
+    """The smoke run's dry run with the GPU limit for 4 GPUs (docs/cluster.md): (kind, name) -> (command words,
     resources)."""
     workdir = tmp_path_factory.mktemp("smoke")
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [str(Path(sys.executable).parent / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
-         str(REPO / "profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=2",
+         str(REPO / "profiles/default"), "--directory", str(workdir), "-n", "-p", "--resources", "gpu=4",
          "--configfile", str(GPU), str(SMOKE)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -101,7 +115,7 @@ def _values(words):
     return dict(w.split("=", 1) for w in overrides if "=" in w and not w.startswith(">"))
 
 
-def test_the_dry_run_plans_every_gpu_stage_on_two_gpus(dry_run):
+def test_the_dry_run_plans_every_gpu_stage_on_four_gpus(dry_run):
     assert sorted(dry_run) == [
         ("generate", "e4"),
         ("score", "e4/judge"),
@@ -112,16 +126,16 @@ def test_the_dry_run_plans_every_gpu_stage_on_two_gpus(dry_run):
         ("train", "e2"),
     ]  # e4's answers graded by the rule, the judge and the panel: the judge endpoint is exercised
     for (kind, _), (_, resources) in dry_run.items():
-        assert resources.get("gpu") == ("2" if kind != "score" else None)
+        assert resources.get("gpu") == ("4" if kind != "score" else None)
 
 
 def test_the_train_jobs_run_the_smallest_shape(dry_run):
     for series in ("e1", "e2"):
         values = _values(dry_run["train", series][0])
-        assert values["trainer.n_gpus_per_node"] == "2" and values["trainer.total_training_steps"] == "4"
+        assert values["trainer.n_gpus_per_node"] == "4" and values["trainer.total_training_steps"] == "4"
         assert values["data.train_batch_size"] == "16" and values["actor_rollout_ref.rollout.n"] == "4"
         assert values["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] == "4"
-        assert values["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.5"
+        assert values["actor_rollout_ref.rollout.gpu_memory_utilization"] == "0.6"  # the study's
     words = dry_run["train", "e2"][0]
     assert words[words.index("--secret-env") + 1] == "OPENROUTER_API_KEY"  # the judge's key, by name
     assert "--secret-env" not in dry_run["train", "e1"][0]  # a rule reward: no key in its Ray job

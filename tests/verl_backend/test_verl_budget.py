@@ -9,9 +9,8 @@ import pytest
 from chartrl.cli import main
 from chartrl.config import ConfigError, load_config
 from chartrl.verl_backend.architectures import KNOWN_ARCHITECTURES
+from chartrl.verl_backend import gpu_hours
 from chartrl.verl_backend.budget import (
-    EASYR1_TOKENS_PER_GPU_SECOND,
-    PER_TOKEN_LOOP_SECONDS,
     Assumptions,
     checkpoint_bytes,
     kept_checkpoints,
@@ -59,7 +58,7 @@ def test_a_checkpoint_is_fp32_weights_and_adamw_states():
     assert checkpoint_bytes(arch, 0) == 12 * P  # 45.1 GB: the issue's "~45 GB per checkpoint"
     assert round(checkpoint_bytes(arch, 0) / 1e9, 1) == 45.1
     assert checkpoint_bytes(arch, 1000) == 4 * (P + 1000) + 8 * 1000  # LoRA: the base weights, the adapters' moments
-    assert len(saved_steps(220, 5)) == 44  # every save kept after resumes: 44 x 45.1 GB for one series
+    assert len(saved_steps(220, 5)) == 44  # saved over a series; all but the kept ones are deleted as it goes
 
 
 @pytest.mark.parametrize(
@@ -94,20 +93,34 @@ def test_the_studys_judge_calls(study_plan):
 
 
 def test_the_studys_time_by_hand(study_plan):
-    e1 = study_plan["train e1"]
+    e1 = study_plan["train e1"].gpu_hours
     rollouts, val = 220 * 512 * 5, 45 * 500
-    loop = rollouts * 5184 * 4 * PER_TOKEN_LOOP_SECONDS / 3600  # old, reference, update forward and backward
-    assert e1.loop_hours == pytest.approx(loop)
-    assert e1.gpu_hours == pytest.approx((rollouts + val) * 5184 / EASYR1_TOKENS_PER_GPU_SECOND / 3600 + loop)
-    assert round(e1.gpu_hours) == 768
-    half = plan_budget(load_config([CONFIG / "gpu.yaml"], root=REPO), Assumptions(fill=0.5))
-    assert next(j for j in half if j.job == "train e1").gpu_hours == pytest.approx(e1.gpu_hours / 2)
+    # central: e1's trajectory is 1,536 prompt (968 text + 568 chart), 512 decoded (2 passes x half of 512) and 632
+    # observed tokens (the edited chart 568 + 64); its update runs on the padded path, every micro-batch at the high
+    # estimate's 3,900 tokens: 6 forwards (old, reference, update forward, backward x 2, recomputation)
+    rates = gpu_hours.RATES["central"]
+    rollout = (1536 + 632) / 20_000 + 512 / 1_500
+    training = 3900 * 6 * 2 * P / (989e12 * 0.08)
+    loop = 2680 * 4 * 20e-6  # real tokens x (old, reference, update forward and backward) x 20 us
+    assert (rates.prefill_tokens_per_second, rates.decode_tokens_per_second) == (20_000, 1_500)
+    assert e1.loop == pytest.approx(rollouts * loop / 3600)
+    assert e1.central == pytest.approx(((rollouts + val) * rollout + rollouts * (training + loop)) / 3600)
+    assert round(e1.central) == 454 and e1.low < e1.central / 3 and e1.high > 2 * e1.central
+    assert study_plan["train e3"].gpu_hours.central < e1.central / 2  # one pass, no tool turn, a short prompt
+
+
+def test_the_time_from_the_smoke_runs_figures(gpu_config):
+    rollouts, val = 220 * 512 * 5, 45 * 500
+    measured = plan_budget(gpu_config, Assumptions(tokens_per_gpu_second=1500, fill=0.5))
+    e1 = next(job for job in measured if job.job == "train e1").gpu_hours
+    assert e1.central == pytest.approx((rollouts + val) * 5184 * 0.5 / 1500 / 3600)  # 5,184: 2,048 + 3,136
+    assert (e1.low, e1.high) == pytest.approx((0.8 * e1.central, 1.5 * e1.central))
 
 
 def test_the_studys_disk(study_plan):
     assert study_plan["train e1"].disk_bytes == 4 * 12 * P  # 180 GB
     assert study_plan["train e3"].disk_bytes == 3 * 12 * P
-    assert study_plan["train e1"].disk_worst_bytes == 44 * 12 * P  # 1,982 GB if every checkpoint stays
+    assert study_plan["train e1"].disk_peak_bytes == 5 * 12 * P  # one more while the next is written, resumed or not
     assert study_plan["generate e4 (e1 @ 65)"].disk_bytes == 2 * P  # the merged bf16 model
 
 
@@ -182,11 +195,34 @@ def test_the_plan_says_what_it_assumes(capsys):
     out = capsys.readouterr().out
     assert "train e12" in out and "1,757,100" in out  # the panel-judged series' calls
     assert "per-token Python loop" in out  # the padded path's time caveat
-    assert "after a resume every earlier checkpoint stays" in out
+    assert "a resumed run keeps no more (chartrl verl train deletes an earlier attempt's" in out
     assert "outbound internet or a judge server" in out
-    assert "1,200 tokens per GPU-second (EasyR1 v0.3.0" in out
+    assert "1,500 decode tokens per GPU-second" in out and "re-plan with the --fill and --tokens-per-gpu-second" in out
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    assert "2,785.5  (867.7-7,114.8)" in total  # the central estimate and the range
+
+
+def test_the_plan_from_measured_figures_says_so(capsys):
+    files = ["--configfile", str(CONFIG / "gpu.yaml"), "--root", str(REPO)]
+    assert main(["plan", *files, "--fill", "0.5", "--tokens-per-gpu-second", "1500"]) == 0
+    out = capsys.readouterr().out
+    assert "from measured figures" in out and "per-token Python loop" not in out  # the throughput includes it
+    assert main(["plan", *files, "--fill", "0.5"]) == 2
+    assert "--fill needs --tokens-per-gpu-second" in capsys.readouterr().err
 
 
 def test_the_plan_refuses_a_fill_outside_0_1(capsys):
     assert main(["plan", "--configfile", str(CONFIG / "gpu.yaml"), "--root", str(REPO), "--fill", "1.5"]) == 2
     assert "--fill 1.5" in capsys.readouterr().err
+
+
+def test_the_plan_takes_overlays_as_snakemake_does(capsys):
+    # `--configfile config/gpu.yaml site.yaml`, copied from the snakemake line, reads both files, as the flag
+    # repeated does: the plan is the run's plan (here the smoke overlay stands in for a site overlay)
+    gpu, smoke = str(CONFIG / "gpu.yaml"), str(CONFIG / "gpu_smoke.yaml")
+    assert main(["plan", "--configfile", gpu, smoke, "--root", str(REPO)]) == 0
+    one_flag = capsys.readouterr().out
+    assert main(["plan", "--configfile", gpu, "--configfile", smoke, "--root", str(REPO)]) == 0
+    assert capsys.readouterr().out == one_flag and "4 GPUs of 80 GiB" in one_flag
+    assert main(["config", "check", "--configfile", gpu, smoke, "--root", str(REPO), "--show"]) == 0
+    assert '"n_gpus_per_node": 4' in capsys.readouterr().out

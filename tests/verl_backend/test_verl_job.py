@@ -35,7 +35,10 @@ def job(gpu_config, synth_rows, tiny_model_dir, tmp_path, monkeypatch):
     write_split(synth_rows["train"], tmp_path / "train.parquet")
     write_split(synth_rows["val"], tmp_path / "val.parquet")
     series = config.series["e10"]
-    spec = {"series": {"id": "e10", **to_plain(config.resolved["series"]["e10"])}}
+    spec = {
+        "series": {"id": "e10", **to_plain(config.resolved["series"]["e10"])},
+        "model": {**to_plain(config.resolved["model"]), "path": config.model.path},  # as the train rule passes it
+    }
     return VerlTrainJob(
         series=series,
         train=config.train,
@@ -63,6 +66,8 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     assert json.loads((run_dir / "run.json").read_text()) == summary
     assert summary["backend"] == "verl" and summary["last_step"] == 2
     assert summary["checkpoints"]["last"].endswith("global_step_2/actor")
+    assert summary["model"] == {"path": job.model.path, "revision": None}  # the commit that trained, with the model
+    assert 0 < summary["measured"]["fill"] <= 1  # from verl's prompt_length/mean and response_length/mean
     lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [0, 1, 2]
     # the stand-in's canned validation answers question i right when i % 4 <= step: 1/4 before training, 3/4 at 2
@@ -83,6 +88,7 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     run = client.get_run(summary["mlflow_run_id"])
     assert run.info.run_name == "e10/train" and run.info.status == "FINISHED"
     assert run.data.tags["backend"] == "verl" and run.data.params["series.algorithm"] == "drgrpo"
+    assert run.data.params["model.path"] == job.model.path and run.data.params["model.revision"] == "None"
     assert run.data.params["algorithm/norm_adv_by_std_in_grpo"] == "False"  # verl logged its config there too
     # the local trainer's names are logged into the run as well, at their steps, so MLflow says what the report says
     assert run.data.metrics["reward/overall"] == lines[2]["reward/overall"]

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from chartrl.verl_backend import rewards as verl_rewards
-from chartrl.verl_backend.metrics import ALIASES, with_aliases
+from chartrl.verl_backend.metrics import ALIASES, measured_figures, replan_arguments, with_aliases
 
 from verl_standin import step_metrics
 
@@ -105,3 +105,47 @@ def test_aliases(logged, added):
     out = with_aliases(logged)
     assert {k: v for k, v in out.items() if k not in logged} == pytest.approx(added)
     assert {k: out[k] for k in logged} == logged
+
+
+def verl_step(step: int, seconds: float, prompt: int, lengths: list[int], gpus: int, memory_gb: float):
+    """One training step's metrics as verl 0.9.1 computes them: the batch's (``compute_data_metrics``), the step's
+    timings and throughput (``compute_timing_metrics``, ``compute_throughout_metrics``) and the actor's memory."""
+    import torch
+    from tensordict import TensorDict
+    from verl import DataProto
+    from verl.trainer.ppo.metric_utils import compute_throughout_metrics, compute_timing_metrics
+
+    width = max(lengths)
+    metrics = step_metrics([1.0] * len(lengths), lengths, [2] * len(lengths), ["0"] * len(lengths), width, prompt)
+    response_mask = (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
+    size = len(lengths)
+    batch = TensorDict(
+        {
+            "responses": torch.zeros(size, width, dtype=torch.long),
+            "response_mask": response_mask,
+            "attention_mask": torch.cat([torch.ones(size, prompt, dtype=torch.long), response_mask], dim=1),
+        },
+        batch_size=size,
+    )
+    data = DataProto(batch=batch, meta_info={"global_token_num": [prompt + n for n in lengths]})
+    metrics.update(compute_timing_metrics(data, {"step": seconds}))
+    metrics.update(compute_throughout_metrics(data, {"step": seconds}, gpus))
+    metrics["actor/perf/max_memory_allocated_gb"] = memory_gb  # engine_workers.py, prefixed "actor/" by the trainer
+    return {"step": step, **metrics}
+
+
+def test_a_runs_measured_figures_are_what_chartrl_plan_takes():
+    # four steps of two 100-token prompts with answers of 50 and 150 tokens (mean sequence 200) on 4 GPUs; the first
+    # step (vLLM warming up) is left out of the medians, not of the memory peak
+    lines = [
+        verl_step(1, 60.0, 100, [50, 150], 4, 30.0),
+        verl_step(2, 10.0, 100, [50, 150], 4, 20.0),
+        verl_step(3, 20.0, 100, [50, 150], 4, 20.0),
+        verl_step(4, 10.0, 100, [50, 150], 4, 25.0),
+    ]
+    figures = measured_figures(lines, longest=400)
+    assert figures["seconds_per_step"] == 10.0
+    assert figures["tokens_per_gpu_second"] == pytest.approx(400 / (10.0 * 4))  # verl's tokens / (seconds x GPUs)
+    assert figures["fill"] == pytest.approx(200 / 400) and figures["max_memory_allocated_gb"] == 30.0
+    assert replan_arguments(figures) == "--fill 0.50 --tokens-per-gpu-second 10"
+    assert measured_figures([{"step": 0, "val/accuracy": 0.5}], longest=400) is None  # a validation only

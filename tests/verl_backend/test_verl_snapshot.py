@@ -58,3 +58,16 @@ def test_the_revision_is_a_commit_read_by_verl(tmp_path, overlay, error):
     path.write_text(overlay + "\n")
     with pytest.raises(ConfigError, match=error):
         load_config([REPO / "config" / "gpu.yaml", path], root=REPO)
+
+
+def test_a_revision_beside_a_local_folder_is_refused(tmp_path):
+    # the folder is loaded as it is, whatever commit it holds: a revision there would be recorded, not pinned
+    folder = tmp_path / "qwen2.5-vl-3b"
+    folder.mkdir()
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(f"model: {{path: {folder}, revision: {REVISION}}}\n")
+    with pytest.raises(ConfigError, match="a local folder: verl loads the folder as it is") as refused:
+        load_config([REPO / "config" / "gpu.yaml", overlay], root=REPO)
+    assert f"`hf download <hub id> --revision {REVISION}`" in str(refused.value)
+    overlay.write_text(f"model: {{path: {folder}}}\n")  # the folder alone: what it holds is what trains
+    assert load_config([REPO / "config" / "gpu.yaml", overlay], root=REPO).model.path == str(folder)

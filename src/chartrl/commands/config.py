@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.commands.config_reference import load_schema_text, render_reference
 from chartrl.commands.series_table import render_series_table, with_series_table
 from chartrl.config import ConfigError, load_config, to_plain
@@ -67,7 +68,7 @@ def register(stages: argparse._SubParsersAction) -> None:
     config = stages.add_parser("config", help="check or show the resolved configuration")
     commands = config.add_subparsers(dest="command", required=True)
     check = commands.add_parser("check", help="validate config/config.yaml + config/series.yaml + overlays")
-    check.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake (repeatable)")
+    add_configfile_argument(check)
     check.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
     check.add_argument("--show", action="store_true", help="print the resolved config (defaults filled) as JSON")
     check.set_defaults(func=cmd_check)
@@ -79,7 +80,7 @@ def register(stages: argparse._SubParsersAction) -> None:
     reference.add_argument("--check", action="store_true", help="write nothing; fail when --out is not current")
     reference.set_defaults(func=cmd_reference)
     series = commands.add_parser("series", help="write the README's series table from the config (config/series.yaml)")
-    series.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake (repeatable)")
+    add_configfile_argument(series)
     series.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
     series.add_argument("--out", help="the file whose series table to replace, e.g. README.md (default: print it)")
     series.add_argument("--check", action="store_true", help="write nothing; fail when --out is not current")

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.errors import UsageError
 from chartrl.fingerprint import changed_files
 
@@ -176,6 +177,6 @@ def register(stages: argparse._SubParsersAction) -> None:
         "runs, a key of the config it reads, an input another job rewrites, a missing output.",
     )
     reruns.add_argument("targets", nargs="*", help="files or rules, as for snakemake (default: the whole study)")
-    reruns.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake (repeatable)")
+    add_configfile_argument(reruns)
     reruns.add_argument("--snakefile", default="Snakefile", help="the workflow (default: ./Snakefile)")
     reruns.set_defaults(func=cmd_reruns)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.config import load_config
 from chartrl.errors import UsageError
 from chartrl.rewards import METADATA_FIELDS, REWARDS, RewardInput, accuracy_signal, build_reward
@@ -77,6 +78,6 @@ def register(stages: argparse._SubParsersAction) -> None:
     reward.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="a reward parameter (repeatable)"
     )
-    reward.add_argument("--configfile", action="append", default=[], help="config overlay for the judge (repeatable)")
+    add_configfile_argument(reward, help="config overlays for the judge")
     reward.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
     reward.set_defaults(func=cmd_reward)

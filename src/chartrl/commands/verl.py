@@ -19,6 +19,7 @@ import logging
 import os
 from pathlib import Path
 
+from chartrl.commands.overlays import add_configfile_argument
 from chartrl.commands.spec import FILTER_HOLDS, Reads, filter_settings, given_spec, read_job_spec, series_from
 from chartrl.config import (
     ConfigError,
@@ -225,7 +226,7 @@ def register(stages: argparse._SubParsersAction) -> None:
 
     overrides = commands.add_parser("overrides", help="print one series' verl overrides, one per line")
     overrides.add_argument("--series", required=True)
-    overrides.add_argument("--configfile", action="append", default=[], help="an overlay, as for snakemake")
+    add_configfile_argument(overrides)
     overrides.add_argument("--root", default=".", help="repository root holding config/ (default: .)")
     overrides.add_argument("--workdir", default=".", help="the workflow's working directory (results/ lives there)")
     overrides.set_defaults(func=cmd_overrides)

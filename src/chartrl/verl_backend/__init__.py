@@ -6,6 +6,7 @@
 - chartrl.verl_backend.checks       batch divisibility and sizes, before anything launches
 - chartrl.verl_backend.architectures  a policy's sizes (known hub ids, a local folder, the tiny model)
 - chartrl.verl_backend.memory       a job's peak GPU memory per phase, and what to change when it does not fit
+- chartrl.verl_backend.gpu_hours    a job's GPU-hours from the tokens its trajectories hold: central and range
 - chartrl.verl_backend.budget       every GPU job's memory, GPU-hours, checkpoint disk and judge calls
 - chartrl.verl_backend.tools        our tools as verl BaseTools (imports verl)
 - chartrl.verl_backend.agent_loop   verl's tool agent loop with each pass capped (imports verl)

@@ -6,7 +6,7 @@ series generates on (``chartrl.evaluate.matrix.checkpoint_groups``: e8 and e9 sh
 answers job per dataset with a shortcut filter. Memory is ``chartrl.verl_backend.memory``; a job that does not
 fit is refused when the config loads (:func:`config_memory_problems`), so ``chartrl config check``, ``chartrl
 plan`` and Snakemake refuse it alike. Time, disk and judge calls are estimates to book by, printed by ``chartrl
-plan`` (the formulas are :func:`train_gpu_hours`, :func:`checkpoint_bytes`, :func:`train_judge_calls`).
+plan`` (the formulas are ``chartrl.verl_backend.gpu_hours``, :func:`checkpoint_bytes`, :func:`train_judge_calls`).
 """
 
 from __future__ import annotations
@@ -16,19 +16,11 @@ from dataclasses import dataclass
 from chartrl.config import Config, EvalSeries, TrainSeries, config_check
 from chartrl.evaluate.matrix import checkpoint_groups, matrix_scorers
 from chartrl.rewards import accuracy_signal
+from chartrl.verl_backend import gpu_hours
 from chartrl.verl_backend.architectures import Architecture, model_architecture
+from chartrl.verl_backend.gpu_hours import ESTIMATES, RATES, Hours, TrainingShape, measured_hours
 from chartrl.verl_backend.memory import JobShape, Phase, job_phases, memory_problems
 from chartrl.verl_backend.overrides import FLASH_ATTENTION, response_length, train_series
-
-EASYR1_TOKENS_PER_GPU_SECOND = 1200.0
-"""EasyR1 v0.3.0's performance baselines (``assets/baselines.md``): Qwen2.5-VL-3B and -7B, GRPO on Geometry3k,
-8 x H100 80GB, 1,200 tokens per second per GPU over a whole training step (rollout, log-probabilities, update) at
-180 s a step, with flash-attn and remove-padding (EasyR1's ``padding_free``)."""
-
-PER_TOKEN_LOOP_SECONDS = 20e-6
-"""Assumed, not measured (no GPU where this was written): without flash-attn verl's log-probabilities run a Python
-loop over tokens (``logprobs_from_logits_v2`` on the unpadded [tokens, vocabulary] logits), a few eager CUDA ops
-per token at ~5 us of launch each, forward or backward."""
 
 CHECKPOINT_BYTES_PER_PARAMETER = 4
 CHECKPOINT_BYTES_PER_TRAINABLE = 8
@@ -48,12 +40,19 @@ FUSED_KERNELS_OVERRIDE = "actor_rollout_ref.model.use_fused_kernels"
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the time estimate assumes, with its defaults; ``chartrl plan`` takes both from the command line."""
+    """A run's measured figures, which replace the estimated time (``chartrl plan --tokens-per-gpu-second
+    --fill``, printed by a verl train job: :func:`chartrl.verl_backend.metrics.measured_figures`); None: estimate it
+    from the tokens the config implies (``chartrl.verl_backend.gpu_hours``)."""
 
-    tokens_per_gpu_second: float = EASYR1_TOKENS_PER_GPU_SECOND
-    fill: float = 1.0
-    """A sequence's mean length over its longest (prompt + response budget); 1 is an upper bound. A smoke run's
-    ``prompt_length/mean + response_length/mean`` over the budget gives the real one."""
+    tokens_per_gpu_second: float | None = None
+    """verl's ``perf/throughput``: prompt and response tokens per GPU-second over whole steps."""
+    fill: float | None = None
+    """A sequence's mean length over its longest (``prompt_length/mean + response_length/mean`` over
+    ``verl.max_prompt_length`` + the response budget); None with a throughput: the config's central estimate."""
+
+    @property
+    def measured(self) -> bool:
+        return self.tokens_per_gpu_second is not None
 
 
 @dataclass(frozen=True)
@@ -64,14 +63,15 @@ class JobBudget:
     gpus: int
     shape: JobShape | None
     """None when the model's sizes are unknown (``architectures.unknown_architecture_note`` says why)."""
-    gpu_hours: float | None
-    """None when the number of sequences is unknown (a test split not built and not of a known size)."""
-    loop_hours: float
-    """Of :attr:`gpu_hours`, verl's per-token log-probability loop (the padded path only)."""
+    gpu_hours: Hours | None
+    """The central estimate and the range (``Hours.loop``: verl's per-token loop, on the padded path); None when
+    the number of sequences is unknown (a test split not built and not of a known size)."""
     disk_bytes: float
     """What the job leaves on disk: its kept checkpoints, or the merged model it evaluates."""
-    disk_worst_bytes: float
-    """The same if every checkpoint stays: verl forgets what to prune when a job resumes."""
+    disk_peak_bytes: float
+    """The most it holds at once: one checkpoint more than it keeps, while the next is written (verl deletes the
+    oldest of its own saves before a save only from ``keep_last`` 2 on, and ``chartrl verl train`` deletes an
+    earlier attempt's once a newer save is complete: :func:`peak_checkpoints`)."""
     judge_calls: int | None
 
     @property
@@ -92,20 +92,42 @@ def saved_steps(steps: int, every: int) -> list[int]:
     return sorted(set(range(every, steps + 1, every)) | {steps})
 
 
-def sequence_gpu_hours(sequences: int, longest: int, assumptions: Assumptions) -> float:
-    """``sequences x longest x fill`` tokens at ``tokens_per_gpu_second``."""
-    return sequences * longest * assumptions.fill / assumptions.tokens_per_gpu_second / 3600
+def sequence_hours(
+    config: Config,
+    architecture: Architecture,
+    series: TrainSeries | None,
+    *,
+    rollouts: int,
+    answers: int,
+    longest: int,
+    assumptions: Assumptions,
+    training: TrainingShape | None = None,
+) -> Hours:
+    """GPU-hours of ``rollouts`` trained on (``training``: the train job's shape) and ``answers`` only generated
+    (validation, test or filter answers), all of ``series``; from the run's measured figures when given."""
+    if assumptions.measured:
+        fill = assumptions.fill
+        if fill is None:
+            fill = gpu_hours.trajectory(config, architecture, series, "central").tokens / longest
+        return measured_hours(rollouts + answers, longest, fill, assumptions.tokens_per_gpu_second)
+    paths = {estimate: gpu_hours.trajectory(config, architecture, series, estimate) for estimate in ESTIMATES}
+    # on the padded path a micro-batch is computed at its longest sequence: the next estimate's, at most the budget
+    padded = {"low": paths["central"].tokens, "central": paths["high"].tokens, "high": longest}
+    hours, loop = {}, 0.0
+    for estimate, path in paths.items():
+        rates = RATES[estimate]
+        seconds = (rollouts + answers) * gpu_hours.rollout_seconds(path, rates)
+        if training is not None:
+            shape = training if training.padded_tokens is None else _padded(training, padded[estimate])
+            train_seconds, loop_seconds = gpu_hours.training_seconds(path, shape, rates)
+            seconds += rollouts * train_seconds
+            loop = rollouts * loop_seconds / 3600 if estimate == "central" else loop
+        hours[estimate] = seconds / 3600
+    return Hours(hours["central"], hours["low"], hours["high"], loop)
 
 
-def loop_gpu_hours(sequences: int, longest: int, passes: int, assumptions: Assumptions) -> float:
-    """The per-token loop: every real token of every log-probability pass at :data:`PER_TOKEN_LOOP_SECONDS`."""
-    return sequences * longest * assumptions.fill * passes * PER_TOKEN_LOOP_SECONDS / 3600
-
-
-def log_prob_passes(reference: bool, ppo_epochs: int) -> int:
-    """Passes over a step's tokens that compute log-probabilities: the old policy's, the reference's (with KL) and,
-    per PPO epoch, the update's forward and backward."""
-    return 1 + (1 if reference else 0) + 2 * ppo_epochs
+def _padded(shape: TrainingShape, tokens: int) -> TrainingShape:
+    return TrainingShape(shape.parameters, shape.reference, shape.ppo_epochs, shape.checkpointing, tokens)
 
 
 def checkpoint_bytes(architecture: Architecture, lora_parameters: int) -> float:
@@ -116,11 +138,19 @@ def checkpoint_bytes(architecture: Architecture, lora_parameters: int) -> float:
 
 
 def kept_checkpoints(steps: int, every: int, keep_last: int, named: tuple[int, ...]) -> int:
-    """Checkpoints left at the end of an uninterrupted run: the newest ``keep_last`` and the steps an eval series
-    names, which chartrl hard-links aside before verl prunes them."""
+    """Checkpoints left at the end of a run, resumed or not: the newest ``keep_last`` and the steps an eval series
+    names, which chartrl hard-links aside before verl prunes them. A resumed run keeps no more: verl prunes what
+    its own process saved, and ``chartrl verl train`` what an earlier attempt saved, once ``keep_last`` newer
+    complete checkpoints replace it (``chartrl.verl_backend.checkpoints.CheckpointKeeper``)."""
     saved = saved_steps(steps, every)
     newest = set(saved[-keep_last:])
     return len(newest | {s for s in named if s in saved})
+
+
+def peak_checkpoints(kept: int) -> int:
+    """Checkpoints on disk at once: the kept ones and the one being written (with ``keep_last`` 1 verl deletes the
+    old one after the save; after a resume the earlier attempt's oldest goes once the new save is complete)."""
+    return kept + 1
 
 
 def judge_members(signal: str, config: Config) -> int:
@@ -196,16 +226,28 @@ def train_budget(config: Config, series: TrainSeries, assumptions: Assumptions) 
         members, train.steps, train.prompts_per_step, own.rollout.n, validation_count, train.val_rows
     )
     if architecture is None:
-        return JobBudget(f"train {series.id}", own.verl.n_gpus, None, None, 0.0, 0.0, 0.0, calls)
+        return JobBudget(f"train {series.id}", own.verl.n_gpus, None, None, 0.0, 0.0, calls)
     shape = job_shape(own, architecture, longest=longest, tools=series.tools, trains=True, reference=train.kl_coef > 0)
-    loop = 0.0
-    if shape.logits_path == "padded":
-        loop = loop_gpu_hours(rollouts, longest, log_prob_passes(shape.reference, train.ppo_epochs), assumptions)
-    hours = sequence_gpu_hours(rollouts + val_sequences, longest, assumptions) + loop
+    training = TrainingShape(
+        parameters=architecture.parameters + shape.lora_parameters,
+        reference=shape.reference,
+        ppo_epochs=train.ppo_epochs,
+        checkpointing=own.verl.gradient_checkpointing,
+        padded_tokens=longest if shape.logits_path == "padded" else None,
+    )
+    hours = sequence_hours(
+        own,
+        architecture,
+        series,
+        rollouts=rollouts,
+        answers=val_sequences,
+        longest=longest,
+        assumptions=assumptions,
+        training=training,
+    )
     one = checkpoint_bytes(architecture, shape.lora_parameters)
     kept = kept_checkpoints(train.steps, train.checkpoint_every, train.keep_last, config.keep_steps(series.id))
-    every = len(saved_steps(train.steps, train.checkpoint_every))
-    return JobBudget(f"train {series.id}", shape.gpus, shape, hours, loop, one * kept, one * every, calls)
+    return JobBudget(f"train {series.id}", shape.gpus, shape, hours, one * kept, one * peak_checkpoints(kept), calls)
 
 
 def evaluation_rows(config: Config, series: EvalSeries) -> int | None:
@@ -232,14 +274,18 @@ def generation_budget(config: Config, members: list[EvalSeries], assumptions: As
     calls = 0 if per_answer == 0 else (None if samples is None else samples * per_answer)
     name = f"generate {first.id} ({first.of} @ {first.checkpoint})"
     if architecture is None:
-        return JobBudget(name, own.verl.n_gpus, None, None, 0.0, 0.0, 0.0, calls)
+        return JobBudget(name, own.verl.n_gpus, None, None, 0.0, 0.0, calls)
     longest = own.verl.max_prompt_length + response_length(trained, own)
     shape = job_shape(
         own, architecture, longest=longest, tools=trained.tools, trains=False, reference=own.train.kl_coef > 0
     )
-    hours = None if samples is None else sequence_gpu_hours(samples, longest, assumptions)
+    hours = None
+    if samples is not None:
+        hours = sequence_hours(
+            own, architecture, trained, rollouts=0, answers=samples, longest=longest, assumptions=assumptions
+        )
     merged = 0.0 if first.checkpoint == "start" else MERGED_BYTES_PER_PARAMETER * architecture.parameters
-    return JobBudget(name, shape.gpus, shape, hours, 0.0, merged, merged, calls)
+    return JobBudget(name, shape.gpus, shape, hours, merged, merged, calls)
 
 
 def filter_budget(config: Config, dataset: str, assumptions: Assumptions) -> JobBudget:
@@ -250,11 +296,15 @@ def filter_budget(config: Config, dataset: str, assumptions: Assumptions) -> Job
     sequences = None if questions is None else questions * len(settings.controls) * settings.k
     name = f"shortcut answers {dataset}"
     if architecture is None:
-        return JobBudget(name, config.verl.n_gpus, None, None, 0.0, 0.0, 0.0, 0)
+        return JobBudget(name, config.verl.n_gpus, None, None, 0.0, 0.0, 0)
     longest = config.verl.max_prompt_length + config.rollout.max_new_tokens
     shape = job_shape(config, architecture, longest=longest, tools=False, trains=False, reference=False)
-    hours = None if sequences is None else sequence_gpu_hours(sequences, longest, assumptions)
-    return JobBudget(name, shape.gpus, shape, hours, 0.0, 0.0, 0.0, 0)
+    hours = None
+    if sequences is not None:
+        hours = sequence_hours(
+            config, architecture, None, rollouts=0, answers=sequences, longest=longest, assumptions=assumptions
+        )
+    return JobBudget(name, shape.gpus, shape, hours, 0.0, 0.0, 0)
 
 
 def plan_budget(config: Config, assumptions: Assumptions = Assumptions()) -> list[JobBudget]:

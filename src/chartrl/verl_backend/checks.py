@@ -20,6 +20,7 @@ The train keys the local trainer applies and verl 0.9.1 cannot (:data:`IGNORED_B
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from chartrl.config import Config, LoraSettings, RolloutConfig, TrainConfig, VerlConfig, config_check
 
@@ -86,11 +87,22 @@ def batch_problems(train: TrainConfig, rollout: RolloutConfig, verl: VerlConfig)
 
 @config_check("model revision")
 def model_revision_problems(config: Config) -> list[str]:
-    """``model.revision`` pins what verl's workers load (``chartrl.verl_backend.snapshot``); the local backend
-    loads ``model.path`` as it is, so there it would pin nothing."""
+    """``model.revision`` pins what verl's workers load (``chartrl.verl_backend.snapshot``): a hub id's snapshot
+    folder of that commit. A local folder (relative to the working directory, where the workflow runs) is loaded as
+    it is, and the local backend loads ``model.path`` as it is: there a revision would pin nothing, while the
+    run's MLflow params and run.json recorded it as the commit that trained."""
     model = config.model
-    if config.backend == "verl" or model.revision is None:
+    if model.revision is None:
         return []
+    if config.backend == "verl":
+        if model.path is None or not Path(model.path).exists():
+            return []
+        return [
+            f"model.revision {model.revision} with model.path {model.path}, a local folder: verl loads the folder as "
+            "it is, whatever commit it holds, so the revision would be recorded without pinning anything. Set "
+            "model.path to the hub id and download that commit into the Hugging Face cache (`hf download <hub id> "
+            f"--revision {model.revision}`; HF_HOME on a filesystem the GPU nodes see), or remove model.revision"
+        ]
     return [
         f"model.revision {model.revision} is read by the verl backend only; the local backend loads model.path as "
         f"it is: download that commit to a folder (`hf download {model.path} --revision {model.revision} "

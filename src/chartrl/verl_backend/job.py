@@ -35,7 +35,14 @@ from chartrl.verl_backend.checkpoints import CheckpointKeeper, select_checkpoint
 from chartrl.verl_backend.checks import dataset_problems
 from chartrl.verl_backend.data import write_verl_dataset
 from chartrl.verl_backend.hydra import override_key
-from chartrl.verl_backend.metrics import PROGRESS_KEY, export_metrics, trained_steps, val_history
+from chartrl.verl_backend.metrics import (
+    PROGRESS_KEY,
+    export_metrics,
+    measured_figures,
+    replan_arguments,
+    trained_steps,
+    val_history,
+)
 from chartrl.verl_backend.overrides import SeriesFiles, hydra_overrides, mlflow_overrides
 from chartrl.verl_backend.tool_config import write_tool_config
 
@@ -229,6 +236,7 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
         select_checkpoint(job.files.checkpoints, "best_val", history),
     )
     best_step = next(s for s, p in found.items() if p == best)
+    measured = job_measurements(job, lines)
     summary = {
         "series": job.series.id,
         "backend": "verl",
@@ -237,6 +245,7 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
         "last_step": next(s for s, p in found.items() if p == last),
         "job_key": job.key,
         "base_model": override_values(job.overrides).get("actor_rollout_ref.model.path"),
+        "model": {"path": job.model.path, "revision": job.model.revision},
         "checkpoint_format": "verl_fsdp",
         "checkpoints": {
             "last": str(last),
@@ -245,9 +254,25 @@ def finish(job: VerlTrainJob, run_id: str) -> dict[str, Any]:
         },
         "best_val": {"step": best_step, "accuracy": history.get(best_step)} if history else None,
         "val_history": {str(k): v for k, v in sorted(history.items())},
+        "measured": measured,
     }
     write_json(job.run_dir / "run.json", summary)
     return summary
+
+
+def job_measurements(job: VerlTrainJob, lines: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The run's measured figures (``metrics.measured_figures``), logged with the ``chartrl plan`` arguments that
+    re-plan a study at them: what the smoke run is for."""
+    values = override_values(job.overrides)
+    longest = int(values.get("data.max_prompt_length", 0)) + int(values.get("data.max_response_length", 0))
+    figures = measured_figures(lines, longest) if longest else None
+    if figures:
+        shown = ", ".join(f"{name} {value:,.2f}" for name, value in figures.items())
+        log.info("%s measured: %s", job.series.id, shown)
+        arguments = replan_arguments(figures)
+        if arguments:
+            log.info("%s: re-plan the study at them: chartrl plan --configfile ... %s", job.series.id, arguments)
+    return figures
 
 
 def run_train_job(job: VerlTrainJob, entry: Sequence[str] | None = None) -> dict[str, Any]:

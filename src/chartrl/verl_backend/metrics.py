@@ -148,3 +148,57 @@ def val_history(lines: list[dict[str, Any]]) -> dict[int, float]:
 def trained_steps(lines: list[dict[str, Any]]) -> list[int]:
     """The training steps the exported history holds (validation-only steps are not training)."""
     return [line["step"] for line in lines if PROGRESS_KEY in line]
+
+
+MEASURED = {
+    "seconds_per_step": "timing_s/step",
+    "tokens_per_gpu_second": "perf/throughput",
+}
+"""What a run measured, from verl's own metrics: a step's seconds (``compute_timing_metrics``) and its prompt and
+response tokens per GPU-second over the whole step (``compute_throughout_metrics``: ``perf/throughput``)."""
+PEAK_MEMORY = ("actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
+"""The FSDP worker's allocator peaks per GPU (``verl/workers/engine_workers.py``); vLLM's share is not in them."""
+
+
+def measured_figures(lines: list[dict[str, Any]], longest: int) -> dict[str, float] | None:
+    """The figures ``chartrl plan --tokens-per-gpu-second --fill`` takes, from a run's training steps: the median
+    seconds per step and throughput over the steps after the first (which compiles and warms vLLM up; the only one
+    when there is one), the median fill (``prompt_length/mean + response_length/mean`` over ``longest``, verl's
+    prompt and response budget) and the peak memory per GPU over every step; None without a training step."""
+    steps = [line for line in lines if PROGRESS_KEY in line]
+    if not steps:
+        return None
+    settled = steps[1:] or steps
+
+    def median(values: list[float]) -> float:
+        ordered = sorted(values)
+        middle = len(ordered) // 2
+        return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+    figures = {
+        name: median([line[key] for line in settled if key in line])
+        for name, key in MEASURED.items()
+        if any(key in line for line in settled)
+    }
+    lengths = [
+        (line["prompt_length/mean"] + line["response_length/mean"]) / longest
+        for line in settled
+        if "prompt_length/mean" in line and "response_length/mean" in line
+    ]
+    if lengths:
+        figures["fill"] = median(lengths)
+    for key in PEAK_MEMORY:
+        found = [line[key] for line in steps if key in line]
+        if found:
+            figures[key.rsplit("/", 1)[1]] = max(found)
+    return figures
+
+
+def replan_arguments(figures: Mapping[str, float]) -> str:
+    """The ``chartrl plan`` arguments that price a study at a run's measured figures (empty when it has none)."""
+    if "tokens_per_gpu_second" not in figures:
+        return ""
+    words = [f"--tokens-per-gpu-second {figures['tokens_per_gpu_second']:.0f}"]
+    if "fill" in figures:
+        words.insert(0, f"--fill {figures['fill']:.2f}")
+    return " ".join(words)
