@@ -54,14 +54,14 @@ def _floors(*floors: str) -> tuple[frozenset[str], ...]:
 
 MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
     "commands": _floors(
-        "spec config_reference runs series_table",  # what other commands read
+        "spec config_reference overlays runs series_table",  # what other commands read
         "config data evaluate generate launch model plan report reward rollout score shortcut tools train warmstart",
         "rerank reruns verl warmstart_check",  # commands built on other commands
     ),
     "config": _floors("schema", "sections", "checks", "load"),
     "data": _floors(
         "contract errors bands geometry",  # the row contract, and what readers build on
-        "images sources",  # image handling, the source registry
+        "images sources hub",  # image handling, the source registry, the hub loader
         "chartqa synthchart zoomchart geoqa deepeyes stage",  # the readers, and the stage that reads a split
     ),
     "evaluate": _floors(
@@ -90,6 +90,7 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
     "verl_backend": _floors(
         "architectures checkpoints checks driver hydra metrics snapshot tool_config trajectory",
         "generations memory overrides rewards tools",
+        "gpu_hours",  # the time model, priced from the overrides' per-pass caps
         "agent_loop budget data",
         "job",
         "evaluation shortcut",  # jobs built on the training job's overrides

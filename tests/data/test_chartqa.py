@@ -322,3 +322,17 @@ def test_hub_reader_names_the_dataset_when_it_cannot_load(tmp_path):
     )
     with pytest.raises(DataSourceError, match="nobody/NoSuchChartQA"):
         collect_split(dataset, "test", root=tmp_path)
+
+
+def test_each_reader_imports_on_its_own_in_a_fresh_interpreter():
+    """A reader module imported first (a user's script, a test file run alone) must not meet the source registry
+    half-initialised: the registry imports every reader, and a reader importing another reader's module would
+    cycle back."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    for module in ("chartrl.data.chartqa", "chartrl.data.geoqa", "chartrl.data.deepeyes", "chartrl.data.synthchart"):
+        done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, cwd=REPO)
+        assert done.returncode == 0, f"import {module} alone: {done.stderr[-600:]}"

@@ -62,6 +62,7 @@ from chartrl.data.contract import (
     normalise_box,
 )
 from chartrl.data.errors import DataSourceError
+from chartrl.data.hub import load_hub_split
 from chartrl.data.images import image_source_bytes, intake
 from chartrl.data.sources import absolute, dataset_source, only_split
 from chartrl.progress import Progress
@@ -497,26 +498,6 @@ def answer_text(label: Any) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # The Hugging Face layout
 # --------------------------------------------------------------------------------------------------------------
-
-
-def load_hub_split(path: str, split: str, revision: str | None, root: Path):
-    """A ``datasets.Dataset`` for ``split`` of a hub dataset id or of a local folder laid out like a hub repo,
-    with images left undecoded (raw bytes)."""
-    import datasets
-
-    local = Path(root) / path
-    source = str(local) if local.exists() else path
-    try:
-        ds = datasets.load_dataset(source, split=split, revision=None if local.exists() else revision)
-    except (FileNotFoundError, ValueError, ConnectionError, OSError) as err:
-        where = f"local folder {local}" if local.exists() else f"hub dataset {path!r} (revision {revision})"
-        raise DataSourceError(
-            f"cannot load split {split!r} of {where}: {type(err).__name__}: {err}. Without network access, "
-            "download the dataset to a folder and point datasets.<name>.path at it"
-        ) from err
-    if "image" in ds.column_names:
-        ds = ds.cast_column("image", datasets.Image(decode=False))
-    return ds
 
 
 def _subset_of(value: Any) -> str | None:

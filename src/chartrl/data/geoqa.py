@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import DatasetConfig
-from chartrl.data.chartqa import load_hub_split
 from chartrl.data.contract import IMAGE_PLACEHOLDER, Rejected, Row, RowRejected, empty_bboxes, with_one_placeholder
 from chartrl.data.errors import DataSourceError
+from chartrl.data.hub import load_hub_split
 from chartrl.data.images import image_source_bytes, intake
 from chartrl.data.sources import absolute, dataset_source
 from chartrl.progress import Progress

@@ -59,7 +59,18 @@ class Source:
 
 
 SOURCES: dict[str, Source] = {}
-"""Source name (``datasets.<name>.source``) -> how to read it."""
+"""Source name (``datasets.<name>.source``) -> how to read it: every reader module of this package, registered when
+it is imported; :func:`registered_sources` imports them all first."""
+
+
+def registered_sources() -> dict[str, Source]:
+    """:data:`SOURCES` with every reader of this package registered. The readers are imported here, on the first
+    lookup, not when this module is imported: a reader imports this module to register itself, so importing them
+    all at this module's import would run a reader (say, one that reads another's records) while the reader that
+    was imported first is still half-defined."""
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{module.name}")
+    return SOURCES
 
 
 def dataset_source(name: str, split_options: SplitOptions, **details: Any) -> Callable[[Reader], Reader]:
@@ -91,15 +102,16 @@ def only_split(key: str) -> SplitOptions:
 
 
 def source_of(dataset: DatasetConfig) -> Source:
+    sources = registered_sources()
     try:
-        return SOURCES[dataset.source]
+        return sources[dataset.source]
     except KeyError:
-        raise KeyError(f"unknown dataset source {dataset.source!r}; known: {', '.join(sorted(SOURCES))}") from None
+        raise KeyError(f"unknown dataset source {dataset.source!r}; known: {', '.join(sorted(sources))}") from None
 
 
 def resolve_paths(source: str, options: dict[str, Any], root: Path) -> dict[str, Any]:
     """Options with relative local paths made absolute against ``root`` (a hub id stays as it is)."""
-    return SOURCES[source].resolve_paths(dict(options), root)
+    return registered_sources()[source].resolve_paths(dict(options), root)
 
 
 def split_spec(dataset: DatasetConfig, split: str, root: Path | None = None) -> dict[str, Any]:
@@ -110,8 +122,3 @@ def split_spec(dataset: DatasetConfig, split: str, root: Path | None = None) -> 
     spec["options"] = options if root is None else resolve_paths(dataset.source, options, root)
     spec["splits"] = [split]
     return spec
-
-
-# Every reader registers its source when its module is imported: import them all, once, with this registry.
-for _module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-    importlib.import_module(f"{__package__}.{_module.name}")
