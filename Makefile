@@ -12,7 +12,7 @@ UV_VERSION := 0.13.9
 SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test test-fast bench dryrun lint lock lock-gpu envs clean
+.PHONY: setup run test test-fast slurm-check bench dryrun lint lock lock-gpu envs clean
 
 setup: $(STAMP)
 
@@ -34,11 +34,18 @@ run: setup
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) -m "not slurm" $(PYTEST_ARGS)
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+## make slurm-check: the rehearsal through profiles/slurm on a one-node Slurm started on this machine
+## (tests/test_slurm_cluster.py); installs Debian's slurm-wlm and munge first if they are missing (root, apt-get)
+slurm-check: setup
+	command -v slurmctld >/dev/null 2>&1 || test -x /usr/sbin/slurmctld || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; }
+	CHARTRL_REQUIRE_SLURM=1 $(BIN)/python -m pytest -n 0 -s -m slurm tests/test_slurm_cluster.py $(PYTEST_ARGS)
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup

@@ -29,7 +29,7 @@ rule generate:
         series="|".join(GENERATING_SERIES) or "(?!)",
     threads: 1 if VERL else CFG.evaluate.threads
     resources:
-        **verl_only(gpu=VERL_JOB_GPUS),
+        **verl_only(**VERL_JOB_RESOURCES),
     log:
         "results/logs/eval/{series}/generate.log",
     benchmark:

@@ -23,7 +23,7 @@ rule shortcut_answers:
         dataset="|".join(FILTER_DATASETS) or "(?!)",
     threads: 1 if VERL else CFG.evaluate.threads
     resources:
-        **verl_only(gpu=VERL_JOB_GPUS),
+        **verl_only(**VERL_JOB_RESOURCES),
     log:
         "results/logs/filter/{dataset}/answers.log",
     benchmark:

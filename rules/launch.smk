@@ -56,6 +56,12 @@ def launch_command(kind, name, config_text, num_cpus=1, num_gpus=0, secrets=()):
 # another job's workers hold the GPUs. The Ray driver itself reserves none (train_launch, generate_launch).
 VERL_JOB_GPUS = CFG.verl.n_gpus
 
+# The rest of a verl job's node, for an executor that allocates it (Slurm: --cpus-per-task, --mem): the host CPUs
+# and memory its workers use besides the GPUs (FSDP's CPU offload, Ray's object store, the data loaders), an 8-GPU
+# node's 32 CPUs and 256 GB. A site with other nodes sets its own in its Slurm profile's set-resources, which take
+# precedence over a rule's. The same rules on the local backend are CPU jobs and ask for none of it.
+VERL_JOB_RESOURCES = {"gpu": VERL_JOB_GPUS, "cpus_per_task": 32, "mem_mb": 256000}
+
 
 def local_launch(kind, name, config_text, threads=None, secrets=()):
     """The launcher prefix of a local-backend model job (a seed's training, a test-accuracy pass): it reserves its

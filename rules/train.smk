@@ -32,7 +32,7 @@ rule train:
     threads: 1 if VERL else CFG.train.threads  # a verl job's driver; its workers hold the GPUs (resources)
     priority: train_priority
     resources:
-        **verl_only(gpu=VERL_JOB_GPUS),
+        **verl_only(**VERL_JOB_RESOURCES),
     log:
         "results/logs/train/{series}.log",
     benchmark:

@@ -33,16 +33,14 @@ def parse_resources(line: str) -> JobResources:
     return JobResources({key: int(value) if value.isdigit() else value for key, value in items})
 
 
-@pytest.fixture(scope="module")
-def slurm_jobs(tmp_path_factory):
-    """rule -> the resources of each of its jobs in a dry run of the real study through the Slurm profile."""
-    workdir = tmp_path_factory.mktemp("slurm")
+def dry_run_jobs(workdir: Path, *configfiles: str) -> dict[str, list[JobResources]]:
+    """rule -> the resources of each of its jobs in a dry run of ``configfiles`` through the Slurm profile."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     result = subprocess.run(
         [str(BIN / "snakemake"), "--snakefile", str(REPO / "Snakefile"), "--workflow-profile",
          str(REPO / "profiles/slurm"), "--directory", str(workdir), "-n",
          "--sdm", "env-modules",  # the profile's conda is not installed here; it changes no resource
-         f"--configfile={REPO / 'config/gpu.yaml'}"],
+         "--configfile", *(str(REPO / f) for f in configfiles)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -56,6 +54,12 @@ def slurm_jobs(tmp_path_factory):
     return jobs
 
 
+@pytest.fixture(scope="module")
+def slurm_jobs(tmp_path_factory):
+    """The real study's jobs through the Slurm profile."""
+    return dry_run_jobs(tmp_path_factory.mktemp("slurm"), "config/gpu.yaml")
+
+
 def submit_command(resources: JobResources) -> str:
     """The sbatch line the plugin builds for a job with these resources (its own functions, in its order)."""
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
@@ -64,8 +68,9 @@ def submit_command(resources: JobResources) -> str:
 
     job = SimpleNamespace(resources=resources, threads=1)
     validate_slurm_extra(job)
+    partition = f"-p {resources['slurm_partition']}" if "slurm_partition" in resources else ""  # else the default
     params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": "c", "account": "-A acct",
-              "partition": f"-p {resources['slurm_partition']}", "workdir": "/work"}  # fmt: skip
+              "partition": partition, "workdir": "/work"}  # fmt: skip
     return get_submit_command(job, params) + set_gres_string(job)
 
 
@@ -88,6 +93,25 @@ def test_verl_jobs_ask_slurm_for_eight_gpus_on_one_node(slurm_jobs, rule):
 def test_cpu_jobs_ask_for_no_gpu(slurm_jobs):
     for resources in slurm_jobs["score"]:
         assert "--gpus" not in submit_command(resources)
+
+
+def test_cpu_jobs_go_to_the_default_partition(slurm_jobs):
+    """A partition named in default-resources is a placeholder most sites lack ("invalid partition specified" at
+    the first sbatch): the CPU jobs name none and go to the cluster's default one (sinfo's *)."""
+    for rule in ("data_split", "score", "report"):
+        for resources in slurm_jobs[rule]:
+            assert "slurm_partition" not in resources, rule
+
+
+def test_the_rehearsals_jobs_on_the_local_backend_ask_for_no_gpu_node(tmp_path):
+    """config/rehearsal.yaml runs the verl rules' names on the local backend, as CPU jobs: they ask for neither GPUs
+    nor a GPU node's CPUs and memory, which a CPU partition cannot give (tests/test_slurm_cluster.py submits them)."""
+    jobs = dry_run_jobs(tmp_path, "config/gpu.yaml", "config/rehearsal.yaml")
+    for rule in ("train", "generate"):
+        for resources in jobs[rule]:
+            words = submit_command(resources).split()
+            assert not any(w.startswith(("--gpus", "--cpus-per-task=32")) for w in words), (rule, words)
+            assert resources["mem_mb"] == 8000, (rule, resources)  # the profile's default
 
 
 def test_the_plugin_refuses_gres_in_slurm_extra(slurm_jobs):
@@ -152,20 +176,39 @@ def test_the_time_limits_follow_from_the_plans_central_estimate():
 
 
 def test_the_profile_names_no_placeholder_account():
-    """A placeholder account is refused by sbatch at the first job; with none, the plugin takes the user's default
-    account (sacct), and a site that needs one sets it on the command line (docs/cluster.md)."""
+    """A placeholder account is refused by sbatch at the first job; with none, sbatch charges the user's default
+    account, and a site that needs another names it in its copy of the profile (docs/cluster.md)."""
     import yaml
 
     profile = yaml.safe_load(PROFILE.read_text())
     assert "slurm_account" not in profile["default-resources"]
 
 
+def test_the_plugins_account_guess_reaches_sacct_as_arguments(tmp_path, monkeypatch):
+    """With no account named the plugin guesses one with `sacct ... | tail -1`, run without a shell: sacct gets
+    `|`, `tail` and `-1` as arguments and refuses them ("invalid option -- '1'", as on the one-node Slurm of
+    tests/test_slurm_cluster.py), so the plugin submits without -A and Slurm charges the user's default account.
+    docs/cluster.md says so; a plugin that fixes the guess fails this test, and the guide must change."""
+    from unittest.mock import Mock
+
+    from snakemake_executor_plugin_slurm.accounts import get_account
+
+    sacct = tmp_path / "sacct"
+    sacct.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "args"}\necho acct\n')
+    sacct.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    get_account(Mock())
+    assert (tmp_path / "args").read_text().split()[-3:] == ["|", "tail", "-1"]
+
+
 def fake_slurm(folder: Path) -> Path:
-    """Slurm's commands, each recording its call in ``folder/calls`` and failing (no cluster here)."""
+    """Slurm's commands, each recording its call in ``folder/calls`` and failing (no cluster here), but sinfo,
+    which names the default partition the jobs without one go to (tests/test_slurm_cluster.py has a real one)."""
     bin_dir = folder / "fakebin"
     bin_dir.mkdir()
     for name in ("sbatch", "sacct", "squeue", "sinfo", "scontrol", "sacctmgr", "sshare"):
-        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {folder / "calls"}\nexit 1\n')
+        answer = "echo PARTITION; echo debug*; exit 0" if name == "sinfo" else "exit 1"
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {folder / "calls"}\n{answer}\n')
         (bin_dir / name).chmod(0o755)
     return bin_dir
 
