@@ -395,9 +395,11 @@ def sections(args) -> list[str]:
 
     results = _results(getattr(args, "results", None))
     config = _config()
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "unknown"
-    )
+    info = {}
+    for line in open("/proc/cpuinfo"):
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    cpu = f"{info.get('model name', 'unknown')} (family {info.get('cpu family', '?')} model {info.get('model', '?')})"
     repeats = max(3, args.repeats)
     lines = ["## A training step against the CPU's limit", ""]
     with tempfile.TemporaryDirectory() as workdir:
