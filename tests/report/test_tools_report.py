@@ -20,27 +20,76 @@ MASK_X = "focus_on_x_values_with_mask"
 DRAW_Y = "focus_on_y_values_with_draw"
 
 
-def test_tool_counts_name_each_call_and_count_those_that_ran():
-    texts = [_call(MASK_X, "x_values", ["2019"]), _call(MASK_X, "x_values", ["nope"]), _call(DRAW_Y, "y_values", ["A"])]
-    texts.append("<tool_call>\n{not json\n</tool_call>")  # names no tool: counted for none
-    counts = tool_counts(texts, ["", "unknown_label", "", "invalid_json"])
-    assert counts == {DRAW_Y: {"calls": 1, "executed": 1}, MASK_X: {"calls": 2, "executed": 1}}
-    assert add_tool_counts(counts, {MASK_X: {"calls": 1, "executed": 1}})[MASK_X] == {"calls": 3, "executed": 2}
+def test_tool_counts_name_each_call_and_count_those_that_ran_and_why_the_others_failed():
+    calls = [
+        (_call(MASK_X, "x_values", ["2019"]), ""),  # ran
+        (_call(MASK_X, "x_values", ["nope"]), "unknown_label"),  # the tool refused the label
+        (_call(DRAW_Y, "y_values", ["A"]), ""),
+        ('<tool_call>\n{"name": "%s", "arguments": {"x_values": 2019}}\n</tool_call>' % MASK_X, "bad_arguments"),
+        (_call(MASK_X, "x_values", ["2019"]), "turn_limit"),  # no turn left to run it
+        ("<tool_call>\n{not json\n</tool_call>", "bad_json"),  # names no tool: counted for none
+        ('<tool_call>\n{"name": "crop", "arguments": {}}\n</tool_call>', "unknown_tool"),  # no known tool: none
+    ]
+    counts = tool_counts([text for text, _ in calls], [kind for _, kind in calls])
+    assert counts == {
+        DRAW_Y: {"calls": 1, "executed": 1, "failed": {}},
+        MASK_X: {"calls": 4, "executed": 1, "failed": {"unknown_label": 1, "bad_arguments": 1, "turn_limit": 1}},
+    }
+    more = {MASK_X: {"calls": 2, "executed": 1, "failed": {"unknown_label": 1}}}
+    assert add_tool_counts(counts, more)[MASK_X] == {
+        "calls": 6,
+        "executed": 2,
+        "failed": {"unknown_label": 2, "bad_arguments": 1, "turn_limit": 1},
+    }
+    # counts written before failures were counted by kind add their calls and executed calls
+    old = {MASK_X: {"calls": 1, "executed": 1}}
+    assert add_tool_counts({}, old) == {MASK_X: {"calls": 1, "executed": 1, "failed": {}}}
+
+
+def test_the_trainer_logs_each_tools_failed_calls_by_kind_and_the_report_reads_them_back(tmp_path):
+    """What a training step logs (``rollout/tools/{name}/...``, also its MLflow metrics) is what the report sums."""
+    from types import SimpleNamespace
+
+    from chartrl.train.trainer import tool_metrics
+
+    episodes = [
+        SimpleNamespace(tool_call_texts=[_call(MASK_X, "x_values", ["2019"])], tool_error_kinds=[""]),
+        SimpleNamespace(tool_call_texts=[_call(MASK_X, "x_values", ["nope"])], tool_error_kinds=["unknown_label"]),
+        SimpleNamespace(tool_call_texts=[], tool_error_kinds=[]),
+    ]
+    metrics = tool_metrics(episodes, "rollout")
+    assert metrics == {
+        f"rollout/tools/{MASK_X}/calls": 2.0,
+        f"rollout/tools/{MASK_X}/executed": 1.0,
+        f"rollout/tools/{MASK_X}/failed/unknown_label": 1.0,
+    }
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, **metrics}) + "\n")
+    assert training_counts(tmp_path / "metrics.jsonl") == {
+        MASK_X: {"calls": 2, "executed": 1, "failed": {"unknown_label": 1}}
+    }
 
 
 def test_training_counts_sum_the_steps_and_generation_counts_read_every_sample(tmp_path):
     lines = [
-        {"step": 1, f"rollout/tools/{MASK_X}/calls": 3.0, f"rollout/tools/{MASK_X}/executed": 2.0},
+        {
+            "step": 1,
+            f"rollout/tools/{MASK_X}/calls": 3.0,
+            f"rollout/tools/{MASK_X}/executed": 2.0,
+            f"rollout/tools/{MASK_X}/failed/unknown_label": 1.0,
+        },
         {
             "step": 2,
-            f"rollout/tools/{MASK_X}/calls": 1.0,
+            f"rollout/tools/{MASK_X}/calls": 2.0,
             f"rollout/tools/{MASK_X}/executed": 1.0,
+            f"rollout/tools/{MASK_X}/failed/unknown_label": 1.0,
             f"val/tools/{DRAW_Y}/calls": 5.0,
             "rollout/tool_call_ratio": 0.5,
         },
     ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert training_counts(tmp_path / "metrics.jsonl") == {MASK_X: {"calls": 4, "executed": 3}}
+    assert training_counts(tmp_path / "metrics.jsonl") == {
+        MASK_X: {"calls": 5, "executed": 3, "failed": {"unknown_label": 2}}
+    }
     table = pa.table(
         {
             "tool_calls": [json.dumps([_call(DRAW_Y, "y_values", ["A"])]), json.dumps([])],
@@ -48,7 +97,9 @@ def test_training_counts_sum_the_steps_and_generation_counts_read_every_sample(t
         }
     )
     pq.write_table(table, tmp_path / "generations.parquet")
-    assert generation_counts(tmp_path / "generations.parquet") == {DRAW_Y: {"calls": 1, "executed": 0}}
+    assert generation_counts(tmp_path / "generations.parquet") == {
+        DRAW_Y: {"calls": 1, "executed": 0, "failed": {"unknown_label": 1}}
+    }
 
 
 def test_the_report_lists_every_configured_tool_in_training_and_on_test(tmp_path, default_config):
@@ -64,8 +115,8 @@ def test_the_report_lists_every_configured_tool_in_training_and_on_test(tmp_path
     (evaluated / "test_accuracy.json").write_text(json.dumps(data))
     tools = collect_tools(tmp_path, default_config)
     assert list(tools["training"]["total"]) == list(default_config.tools.names)
-    assert tools["training"]["total"][MASK_X] == {"calls": 4, "executed": 3, "success": 0.75}
-    assert tools["test"]["total"][MASK_X] == {"calls": 2, "executed": 2, "success": 1.0}
+    assert tools["training"]["total"][MASK_X] == {"calls": 4, "executed": 3, "failed": {}, "success": 0.75}
+    assert tools["test"]["total"][MASK_X] == {"calls": 2, "executed": 2, "failed": {}, "success": 1.0}
     assert tools["training"]["called"] == tools["test"]["called"] == [MASK_X]
     assert list(tools["test"]["sources"]) == [f"{tool_series[0]} (test)"]
     # a run without any of the files has no counts (not zeros)
@@ -83,6 +134,6 @@ def test_on_verl_the_empty_training_columns_say_why(tmp_path, default_config):
     table = pa.table({"tool_calls": [json.dumps([_call(MASK_X, "x_values", ["A"])])], "tool_error_kinds": ['[""]']})
     pq.write_table(table, evaluated / "generations.parquet")
     tools = collect_tools(tmp_path, dataclasses.replace(default_config, backend="verl"))
-    assert tools["test"]["total"][MASK_X] == {"calls": 1, "executed": 1, "success": 1.0}
+    assert tools["test"]["total"][MASK_X] == {"calls": 1, "executed": 1, "failed": {}, "success": 1.0}
     assert tools["training"]["total"] == {} and "verl logs no per-tool counts" in tools["training"]["why_empty"]
     assert "why_empty" not in collect_tools(tmp_path, default_config)["test"]

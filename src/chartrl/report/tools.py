@@ -1,13 +1,15 @@
 """Tool success per tool: how often each configured tool was called and how often it ran on the chart's boxes, in
 training and on test.
 
-Training: the local trainer's per-step counts (``rollout/tools/{name}/calls`` and ``.../executed`` in
-``results/runs/{series}/metrics.jsonl``), summed over each tool series' steps. Test: the calls of the test
+Training: the local trainer's per-step counts (``rollout/tools/{name}/calls``, ``.../executed`` and
+``.../failed/{kind}`` in ``results/runs/{series}/metrics.jsonl``), summed over each tool series'
+steps. Test: the calls of the test
 rollouts, summed over every source that rolled out on the test split: each train series' greedy and sampled
 test-accuracy rollouts (``test`` and ``test_sampled`` of ``results/eval/{series}/test_accuracy.json``; the
 shuffled-image and placebo controls left out) and each eval series' generations
 (``results/eval/{series}/generations.parquet``, both backends). A call is counted for a tool when its text names
-it (a call that does not parse counts for none), and executed when it ran without an error.
+it (``chartrl.rollout.statistics.called_tools``: a call whose JSON names no known tool counts for none), executed
+when it ran without an error, else failed under its error kind (``chartrl.tools.ERROR_KINDS``, or ``turn_limit``).
 """
 
 from __future__ import annotations
@@ -20,31 +22,37 @@ from typing import Any
 from chartrl.config import Config
 from chartrl.report.helpers import make_panel
 from chartrl.report.order import in_order
-from chartrl.rollout.statistics import add_tool_counts, tool_counts
+from chartrl.rollout.statistics import add_tool_counts, empty_tool_count, tool_counts
 
 TEST_CONDITIONS = ("test", "test_sampled")
 """The test-accuracy conditions whose calls are counted (the controls show other charts or unedited ones)."""
 
 
-def training_counts(metrics_file: Path) -> dict[str, dict[str, int]]:
-    """Per tool, calls and executed calls summed over a run's training steps (``rollout/tools/...``)."""
-    total: dict[str, dict[str, int]] = {}
+def training_counts(metrics_file: Path) -> dict[str, dict[str, Any]]:
+    """Per tool, calls, executed calls and failed calls by error kind, summed over a run's training steps
+    (``rollout/tools/{name}/calls``, ``.../executed``, ``.../failed/{kind}``)."""
+    total: dict[str, dict[str, Any]] = {}
     if not metrics_file.is_file():
         return total
     for line in metrics_file.read_text().splitlines():
         if not line.strip():
             continue
-        step: dict[str, dict[str, int]] = {}
+        step: dict[str, dict[str, Any]] = {}
         for key, value in json.loads(line).items():
             parts = key.split("/")
-            if len(parts) == 4 and parts[:2] == ["rollout", "tools"] and parts[3] in ("calls", "executed"):
-                step.setdefault(parts[2], {"calls": 0, "executed": 0})[parts[3]] = int(value)
+            if parts[:2] != ["rollout", "tools"] or len(parts) < 4:
+                continue
+            count = step.setdefault(parts[2], empty_tool_count())
+            if len(parts) == 4 and parts[3] in ("calls", "executed"):
+                count[parts[3]] = int(value)
+            elif len(parts) == 5 and parts[3] == "failed":
+                count["failed"][parts[4]] = int(value)
         total = add_tool_counts(total, step)
     return total
 
 
-def generation_counts(path: Path) -> dict[str, dict[str, int]]:
-    """Per tool, calls and executed calls over every sample of a generations file."""
+def generation_counts(path: Path) -> dict[str, dict[str, Any]]:
+    """Per tool, calls, executed calls and failed calls by error kind over every sample of a generations file."""
     import pyarrow.parquet as pq
 
     records = pq.read_table(path, columns=["tool_calls", "tool_error_kinds"]).to_pylist()
@@ -53,12 +61,19 @@ def generation_counts(path: Path) -> dict[str, dict[str, int]]:
     return tool_counts(texts, kinds)
 
 
-def _rates(counts: Mapping[str, Mapping[str, int]], names: list[str]) -> dict[str, dict[str, Any]]:
-    """Every configured tool (and any other that was called), with its success rate (executed / calls)."""
+def _rates(counts: Mapping[str, Mapping[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
+    """Every configured tool (and any other that was called), with its failed calls by error kind and its success
+    rate (executed / calls)."""
     rows = {}
     for name in names + sorted(set(counts) - set(names)):
-        calls, executed = counts.get(name, {}).get("calls", 0), counts.get(name, {}).get("executed", 0)
-        rows[name] = {"calls": calls, "executed": executed, "success": executed / calls if calls else None}
+        count = counts.get(name, {})
+        calls, executed = count.get("calls", 0), count.get("executed", 0)
+        rows[name] = {
+            "calls": calls,
+            "executed": executed,
+            "failed": dict(sorted((count.get("failed") or {}).items())),
+            "success": executed / calls if calls else None,
+        }
     return rows
 
 
@@ -68,8 +83,8 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
     tool (and any other called) with its calls, executed calls and success, empty when no file was read (zero
     counts are measured, a missing file is not); ``called``: the tools called at least once."""
     names = list(config.tools.names)
-    training: dict[str, dict[str, dict[str, int]]] = {}
-    sources: dict[str, dict[str, dict[str, int]]] = {}
+    training: dict[str, dict[str, dict[str, Any]]] = {}
+    sources: dict[str, dict[str, dict[str, Any]]] = {}
     for series in in_order(s for s in config.train_series if s.tools):
         metrics_file = results / "runs" / series.id / "metrics.jsonl"
         if metrics_file.is_file():
@@ -86,7 +101,7 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
             sources[f"{series.id} (generations)"] = generation_counts(path)
     out: dict[str, Any] = {"names": names}
     for part, read, key in (("training", training, "series"), ("test", sources, "sources")):
-        total: dict[str, dict[str, int]] = {}
+        total: dict[str, dict[str, Any]] = {}
         for counts in read.values():
             total = add_tool_counts(total, counts)
         out[part] = {
