@@ -315,6 +315,45 @@ def test_text_phase_with_no_tool_for_the_labels_is_a_clear_error(tiny_policy, mi
         train_warmstart(tiny_policy, mini_rows, cfg, default_config.prompts, zoom_only)
 
 
+@pytest.mark.parametrize(
+    ("unnamed", "kinds"),
+    [
+        ("none", {"direct"}),  # no call where the question names no label: an answer
+        ("first_listed", {"tool_correct"}),  # a call keeping the first label the prompt lists
+    ],
+)
+def test_a_question_naming_no_label_gets_a_call_on_the_first_listed_label_with_first_listed(
+    tiny_policy, synth_rows, default_config, unnamed, kinds
+):
+    from chartrl.rollout.conversation import axis_labels
+
+    cfg = _cfg(
+        default_config, tool_rate=1.0, no_tool_rate=0.0, correct_label_rate=1.0, unnamed_call_label=unnamed, **NO_HABITS
+    )
+    rows = [r for r in synth_rows["train"] if r.chart_type == "v_bar" and not r.extra.get("about")]
+    assert rows
+    for i, row in enumerate(rows):
+        demo = build_demonstration(
+            tiny_policy, row, random.Random(i), cfg, default_config.prompts, default_config.tools
+        )
+        assert demo.kind in kinds, (row.id, demo.kind)
+        if unnamed == "first_listed":
+            call = json.loads(_trained_text(tiny_policy, demo).split("<tool_call>")[1].split("</tool_call>")[0])
+            assert call["arguments"]["x_values"] == axis_labels(row)["x_values"][:1] and demo.outcome == "executed"
+    # a question naming labels keeps them either way; restating asks for named labels only
+    named = next(r for r in synth_rows["train"] if r.chart_type == "v_bar" and r.extra.get("about"))
+    assert call_target(named, default_config.tools, unnamed).about == named.extra["about"]
+    restated = text_demonstration(
+        tiny_policy, rows[0], random.Random(0), cfg, default_config.prompts, default_config.tools, True
+    )
+    assert restated is None
+
+
+def test_an_unknown_unnamed_call_label_is_refused_naming_the_valid_ones(synth_rows, default_config):
+    with pytest.raises(ValueError, match="first_listed"):
+        call_target(synth_rows["train"][0], default_config.tools, "all")
+
+
 def test_a_label_tool_is_demonstrated_by_its_argument_kind_not_its_name(monkeypatch, mini_rows):
     """A new label tool, whatever its name, gets call demonstrations through its declared argument kind."""
     monkeypatch.setitem(

@@ -397,6 +397,8 @@ class WarmstartConfig(Section):
     tool_rate: float
     correct_label_rate: float
     correct_label_rate_start: float | None
+    unnamed_call_label: str
+    """none | first_listed: what a demonstrated call keeps on a bar chart whose question names none of its labels."""
     no_tool_rate: float
     hedge_rate: float
     """Share of answers without a call to a value or compare question written as a hedge naming two candidates."""
