@@ -254,6 +254,24 @@ def test_text_demonstrations_restate_or_call_without_the_chart(tiny_policy, mini
         assert "Tools:" in tiny_policy.tokenizer.decode(demo.ids)
 
 
+def test_text_calls_without_the_tool_list_keep_the_rest_of_the_prompt(tiny_policy, mini_rows, default_config):
+    """text_tool_list false: the same call after the tool prompt without its list of tools, several times shorter;
+    the question and the instruction stay."""
+    row = mini_rows[0]
+    demos = {}
+    for listed in (True, False):
+        cfg = _cfg(default_config, correct_label_rate=1.0, text_tool_list=listed)
+        demos[listed] = text_demonstration(
+            tiny_policy, row, random.Random(1), cfg, default_config.prompts, default_config.tools, False
+        )
+    full, short = (tiny_policy.tokenizer.decode(demos[listed].ids) for listed in (True, False))
+    assert _trained_text(tiny_policy, demos[True]) == _trained_text(tiny_policy, demos[False])
+    tool = default_config.tools.names[0]
+    assert tool in full.split("<|im_start|>assistant")[0] and tool not in short.split("<|im_start|>assistant")[0]
+    assert "<tool_call>" in short.split("<|im_start|>assistant")[0]  # how to call is still said
+    assert len(demos[False].ids) < len(demos[True].ids)
+
+
 def test_text_demonstration_skips_questions_that_name_no_label(tiny_policy, synth_rows, default_config):
     row = next(r for r in synth_rows["train"] if not r.extra.get("about"))
     cfg = default_config.warmstart

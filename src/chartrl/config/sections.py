@@ -412,6 +412,8 @@ class WarmstartConfig(Section):
     perception_steps: int
     text_steps: int
     text_restate_rate: float
+    text_tool_list: bool
+    """The text steps' call demonstrations show the tool list (else the tool prompt without it)."""
     eval_rows: int
     threads: int
     micro_batch_size: int | None = None

@@ -325,7 +325,8 @@ def text_demonstration(
         text, kind = f"{conversation.question_of(row)}\n{RESTATE_PROMPT}", "text_restate"
         reply_text = f"<answer>{', '.join(target.about)}</answer>"
     else:
-        text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=tools.names)
+        listed = tools.names if cfg.text_tool_list else ()  # without the tool list: a tenth of the tokens
+        text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=listed)
         keep = _labels_to_keep(target.about, target.labels, rng, cfg.correct_label_rate)
         reply_text = _call_text(rng.choice(target.names), target.axis, keep)
         kind = "text_tool_correct" if keep == target.about else "text_tool_other"
