@@ -137,3 +137,49 @@ def test_on_verl_the_empty_training_columns_say_why(tmp_path, default_config):
     assert tools["test"]["total"][MASK_X] == {"calls": 1, "executed": 1, "failed": {}, "success": 1.0}
     assert tools["training"]["total"] == {} and "verl logs no per-tool counts" in tools["training"]["why_empty"]
     assert "why_empty" not in collect_tools(tmp_path, default_config)["test"]
+
+
+def test_a_label_tool_no_test_call_ran_is_given_its_reason_from_the_tool_path_check():
+    """The reason rests on the check's count of the test charts with boxes on the tool's axis that share a label
+    with a train chart (a policy naming learned labels runs a tool on the others only by copying an unseen one)."""
+    from chartrl.report.tools import not_executed_on_test
+
+    total = {
+        MASK_X: {"calls": 3, "executed": 2, "failed": {}},
+        DRAW_Y: {"calls": 4, "executed": 0, "failed": {"unknown_label": 4}},
+        "focus_on_y_values_with_mask": {"calls": 0, "executed": 0, "failed": {}},
+    }
+    names = [MASK_X, DRAW_Y, "focus_on_y_values_with_mask", "zoom_in"]
+    cases = [  # (the check's count on y, what the reason says)
+        ({"charts": 3, "sharing_a_train_label": 0}, "the test split has 3 charts with y value boxes and none of them"),
+        ({"charts": 3, "sharing_a_train_label": 1}, "only 1 of them has a label that a train chart has"),
+        (None, "no test chart has y value boxes"),
+    ]
+    for y_count, says in cases:
+        check = {"test_labels_seen_in_train": {"x_values": {"charts": 5, "sharing_a_train_label": 5}}}
+        if y_count:
+            check["test_labels_seen_in_train"]["y_values"] = y_count
+        why = not_executed_on_test(total, check, names)
+        assert set(why) == {DRAW_Y, "focus_on_y_values_with_mask"}  # x ran; zoom_in takes no labels
+        assert why[DRAW_Y].startswith("0 of its 4 test calls ran: ") and says in why[DRAW_Y], why[DRAW_Y]
+
+
+def test_the_tool_path_check_is_a_panel_of_its_own_only_where_the_config_runs_it(tmp_path, default_config):
+    import dataclasses
+
+    from chartrl.report.tools import tool_panels
+
+    assert not [p for p in tool_panels({}, default_config) if p["id"] == "tools/path_check"]
+    checking = dataclasses.replace(
+        default_config, evaluate=dataclasses.replace(default_config.evaluate, tool_path_check=True)
+    )
+    (tmp_path / "tools").mkdir()
+    check = {"tools": {MASK_X: {"charts": 2, "executed": 2, "failed": 0}}, "test_labels_seen_in_train": {}}
+    (tmp_path / "tools" / "path_check.json").write_text(json.dumps(check))
+    metrics = {"tools": collect_tools(tmp_path, checking)}
+    assert metrics["tools"]["path_check"] == check
+    [panel] = [p for p in tool_panels(metrics, checking) if p["id"] == "tools/path_check"]
+    assert panel["filled"] and "not the policy" in panel["title"]
+    nothing = {"tools": collect_tools(tmp_path / "none", checking)}
+    [empty] = [p for p in tool_panels(nothing, checking) if p["id"] == "tools/path_check"]
+    assert not empty["filled"] and "results/tools/path_check.json" in empty["reason"]

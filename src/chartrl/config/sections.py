@@ -553,6 +553,8 @@ class EvaluateConfig(Section):
     curve_rows: int
     hacking_drift: float
     """The least judge-over-rule drift the diagonal check flags (schema: evaluate.hacking_drift)."""
+    tool_path_check: bool
+    """Run the tool-path check job (chartrl.rollout.tool_path) on the train dataset's charts."""
     headline_types: tuple[str, ...] | None = None
     """The question types the headline test accuracy is over (None: every question)."""
 

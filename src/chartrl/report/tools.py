@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from chartrl.config import Config
-from chartrl.report.helpers import make_panel
+from chartrl.report.helpers import make_panel, read_json
 from chartrl.report.order import in_order
 from chartrl.rollout.statistics import add_tool_counts, empty_tool_count, tool_counts
+from chartrl.tools.observations import AXIS_WORDS
+from chartrl.tools.registry import tool_spec
 
 TEST_CONDITIONS = ("test", "test_sampled")
 """The test-accuracy conditions whose calls are counted (the controls show other charts or unedited ones)."""
@@ -80,8 +82,10 @@ def _rates(counts: Mapping[str, Mapping[str, Any]], names: list[str]) -> dict[st
 def collect_tools(results: Path, config: Config) -> dict[str, Any]:
     """``{"names", "training": {"total", "series", "called"}, "test": {"total", "sources", "called"}}``. ``series``
     and ``sources``: the counts of every file read (empty where no call named a tool); ``total``: every configured
-    tool (and any other called) with its calls, executed calls and success, empty when no file was read (zero
-    counts are measured, a missing file is not); ``called``: the tools called at least once."""
+    tool (and any other called) with its calls, executed calls, failed calls by kind and success, empty when no
+    file was read (zero counts are measured, a missing file is not); ``called``: the tools called at least once.
+    With ``evaluate.tool_path_check``, ``path_check``: the check's results (None when its file is missing), and
+    ``test.not_executed``: why each label tool that no test call ran did not run (:func:`not_executed_on_test`)."""
     names = list(config.tools.names)
     training: dict[str, dict[str, dict[str, Any]]] = {}
     sources: dict[str, dict[str, dict[str, Any]]] = {}
@@ -109,12 +113,47 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
             key: read,
             "called": sorted(name for name, count in total.items() if count["calls"]),
         }
+    if config.evaluate.tool_path_check:
+        check = read_json(results / "tools" / "path_check.json")
+        out["path_check"] = check
+        if check is not None and out["test"]["total"]:
+            out["test"]["not_executed"] = not_executed_on_test(out["test"]["total"], check, names)
     if not training:  # said in place, beside the empty columns
         out["training"]["why_empty"] = (
             "verl logs no per-tool counts of its training steps"
             if config.backend == "verl"
             else "no results/runs/{series}/metrics.jsonl of a tool series was read"
         )
+    return out
+
+
+def not_executed_on_test(
+    total: Mapping[str, Mapping[str, Any]], check: Mapping[str, Any], names: list[str]
+) -> dict[str, str]:
+    """Per configured label tool that no test call ran, one sentence saying why, from the tool-path check's count of
+    the test charts with boxes on the tool's axis that share a label with a train chart: the policy names the labels
+    it learned on the train charts, so on a chart none of whose labels a train chart has, a call runs only if the
+    policy copies an unseen label from the prompt's list."""
+    seen = check.get("test_labels_seen_in_train") or {}
+    out = {}
+    for name in names:
+        axis = tool_spec(name).axis
+        count = total.get(name) or {}
+        if axis is None or count.get("executed"):
+            continue
+        word = AXIS_WORDS[axis]
+        charts = (seen.get(axis) or {}).get("charts", 0)
+        sharing = (seen.get(axis) or {}).get("sharing_a_train_label", 0)
+        calls = f"{count.get('executed', 0)} of its {count.get('calls', 0)} test calls ran"
+        if not charts:
+            out[name] = f"{calls}: no test chart has {word} boxes for it to run on."
+        else:
+            shared = "none of them has" if not sharing else f"only {sharing} of them has"
+            out[name] = (
+                f"{calls}: the test split has {charts} chart{'s' if charts != 1 else ''} with {word} boxes and "
+                f"{shared} a label that a train chart has, so a call runs there only if the policy copies a label "
+                "it never saw in training from the prompt's list."
+            )
     return out
 
 
@@ -132,4 +171,9 @@ def tool_panels(metrics: Mapping[str, Any], config: Config) -> list[dict[str, An
             "results/eval/{series}/test_accuracy.json or generations.parquet"
         )
     data = [["tools", "training", "total"], ["tools", "test", "total"]]
-    return [make_panel(metrics, "tools", "Tool success per tool", data, reason)]
+    panels = [make_panel(metrics, "tools", "Tool success per tool", data, reason)]
+    if config.evaluate.tool_path_check:
+        missing = "the tool-path check: no results/tools/path_check.json (rule tool_path_check)"
+        title = "Tool-path check (scripted calls, not the policy)"
+        panels.append(make_panel(metrics, "tools/path_check", title, [["tools", "path_check", "tools"]], missing))
+    return panels
