@@ -150,10 +150,10 @@ def test_a_label_tool_no_test_call_ran_is_given_its_reason_from_the_tool_path_ch
         "focus_on_y_values_with_mask": {"calls": 0, "executed": 0, "failed": {}},
     }
     names = [MASK_X, DRAW_Y, "focus_on_y_values_with_mask", "zoom_in"]
-    cases = [  # (the check's count on y, what the reason says)
-        ({"charts": 3, "sharing_a_train_label": 0}, "the test split has 3 charts with y value boxes and none of them"),
-        ({"charts": 3, "sharing_a_train_label": 1}, "only 1 of them has a label that a train chart has"),
-        (None, "no test chart has y value boxes"),
+    cases = [  # (the check's count on y, what the reason of DRAW_Y says)
+        ({"charts": 3, "sharing_a_train_label": 0}, "none of the test split's 3 charts with y value boxes has a label"),
+        ({"charts": 3, "sharing_a_train_label": 1}, "; 1 of the test split's 3 charts with y value boxes share"),
+        (None, ": no test chart has y value boxes for it to run on."),
     ]
     for y_count, says in cases:
         check = {"test_labels_seen_in_train": {"x_values": {"charts": 5, "sharing_a_train_label": 5}}}
@@ -161,7 +161,9 @@ def test_a_label_tool_no_test_call_ran_is_given_its_reason_from_the_tool_path_ch
             check["test_labels_seen_in_train"]["y_values"] = y_count
         why = not_executed_on_test(total, check, names)
         assert set(why) == {DRAW_Y, "focus_on_y_values_with_mask"}  # x ran; zoom_in takes no labels
-        assert why[DRAW_Y].startswith("0 of its 4 test calls ran: ") and says in why[DRAW_Y], why[DRAW_Y]
+        assert why[DRAW_Y].startswith("0 of its 4 test calls ran (failed: unknown_label 4)"), why[DRAW_Y]
+        assert says in why[DRAW_Y], why[DRAW_Y]
+        assert why["focus_on_y_values_with_mask"].startswith("no test call named it"), why  # no call at all
 
 
 def test_the_tool_path_check_is_a_panel_of_its_own_only_where_the_config_runs_it(tmp_path, default_config):

@@ -130,10 +130,10 @@ def collect_tools(results: Path, config: Config) -> dict[str, Any]:
 def not_executed_on_test(
     total: Mapping[str, Mapping[str, Any]], check: Mapping[str, Any], names: list[str]
 ) -> dict[str, str]:
-    """Per configured label tool that no test call ran, one sentence saying why, from the tool-path check's count of
-    the test charts with boxes on the tool's axis that share a label with a train chart: the policy names the labels
-    it learned on the train charts, so on a chart none of whose labels a train chart has, a call runs only if the
-    policy copies an unseen label from the prompt's list."""
+    """Per configured label tool that no test call ran, one sentence: how its calls ended (or that none named it),
+    and the tool-path check's count of the test charts with boxes on the tool's axis that share a label with a train
+    chart. The policy names the labels it learned on the train charts, so on a chart none of whose labels a train
+    chart has, a call runs only if the policy copies an unseen label from the prompt's list."""
     seen = check.get("test_labels_seen_in_train") or {}
     out = {}
     for name in names:
@@ -144,15 +144,26 @@ def not_executed_on_test(
         word = AXIS_WORDS[axis]
         charts = (seen.get(axis) or {}).get("charts", 0)
         sharing = (seen.get(axis) or {}).get("sharing_a_train_label", 0)
-        calls = f"{count.get('executed', 0)} of its {count.get('calls', 0)} test calls ran"
+        failed = ", ".join(f"{kind} {n}" for kind, n in sorted((count.get("failed") or {}).items()))
+        calls = count.get("calls", 0)
+        said = (f"0 of its {calls} test calls ran" + (f" (failed: {failed})" if failed else "")) if calls else ""
         if not charts:
-            out[name] = f"{calls}: no test chart has {word} boxes for it to run on."
-        else:
-            shared = "none of them has" if not sharing else f"only {sharing} of them has"
+            out[name] = f"{said or 'no test call named it'}: no test chart has {word} boxes for it to run on."
+        elif not calls:
             out[name] = (
-                f"{calls}: the test split has {charts} chart{'s' if charts != 1 else ''} with {word} boxes and "
-                f"{shared} a label that a train chart has, so a call runs there only if the policy copies a label "
-                "it never saw in training from the prompt's list."
+                f"no test call named it; {sharing} of the test split's {charts} charts with {word} boxes share a "
+                "label with a train chart."
+            )
+        elif not sharing:
+            out[name] = (
+                f"{said}: none of the test split's {charts} charts with {word} boxes has a label that a train chart "
+                "has, so a call runs there only if the policy copies a label it never saw in training from the "
+                "prompt's list."
+            )
+        else:
+            out[name] = (
+                f"{said}; {sharing} of the test split's {charts} charts with {word} boxes share a label with a "
+                "train chart."
             )
     return out
 
