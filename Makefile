@@ -12,7 +12,7 @@ UV_VERSION := 0.13.9
 SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test test-fast bench dryrun lint lock lock-gpu envs clean
+.PHONY: setup run test test-fast rehearsal bench dryrun lint lock lock-gpu envs clean
 
 setup: $(STAMP)
 
@@ -29,16 +29,25 @@ $(STAMP): requirements/cpu.lock pyproject.toml requirements/pip_sources.py
 run: setup
 	$(SNAKEMAKE) --cores $(CORES)
 
-## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker);
-## TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
+## make test: the whole test suite but the rehearsal's checks (make rehearsal), on two workers (pytest-xdist, whole
+## modules to a worker); TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) -m "not rehearsal" $(PYTEST_ARGS)
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+## make rehearsal: the GPU study rehearsed on the CPU (config/gpu.yaml + config/rehearsal.yaml: the six tools on
+## the real ChartQA sample, the tool-path check, the report) in $(REHEARSAL_DIR), then its checks on that folder
+## (tests/test_rehearsal.py); a rerun runs only what changed
+REHEARSAL_DIR ?= build/rehearsal
+rehearsal: setup
+	$(SNAKEMAKE) --snakefile $(CURDIR)/Snakefile --directory $(REHEARSAL_DIR) --cores $(CORES) \
+	  --configfile config/gpu.yaml config/rehearsal.yaml
+	CHARTRL_REHEARSAL_DIR=$(REHEARSAL_DIR) $(BIN)/python -m pytest -n 0 -m rehearsal tests/test_rehearsal.py
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup
