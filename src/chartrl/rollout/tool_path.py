@@ -29,6 +29,7 @@ from typing import Any
 from chartrl.config import PromptConfig, ToolsConfig
 from chartrl.data.contract import Row
 from chartrl.errors import ChartrlError
+from chartrl.model.batching import TokenSequence
 from chartrl.rollout import conversation
 from chartrl.rollout.episodes import Episode, apply_pass, start_episodes
 from chartrl.rollout.sampling import Sampled, SamplingParams, sample
@@ -173,10 +174,9 @@ def check_tool_path(
 
 
 def _second_pass(policy, ran: Sequence[tuple[ScriptedCall, Episode]], batch_size: int) -> None:
-    """One greedy token after each tool turn, on the whole sequence (both charts through the vision tower). An
-    error here is the image path's: it names the calls of the batch it broke on."""
-    from chartrl.model.batching import TokenSequence
-
+    """One greedy token after each tool turn, on the whole sequence (both charts through the vision tower), each
+    chart's prompt prefilled once for its calls as a rollout group's is (``kv_reuse``). An error here is the image
+    path's: it names the calls of the batch it broke on."""
     params = SamplingParams(max_new_tokens=1, greedy=True, kv_reuse=True)
     stop_ids = [policy.ids.eos] + ([policy.ids.tool_call_end] if policy.ids.tool_call_end is not None else [])
     for start in range(0, len(ran), batch_size):
