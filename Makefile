@@ -12,7 +12,7 @@ UV_VERSION := 0.13.9
 SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test test-fast slurm-check bench dryrun lint lock lock-gpu envs clean
+.PHONY: setup run test test-fast rehearsal slurm-check bench dryrun lint lock lock-gpu envs clean
 
 setup: $(STAMP)
 
@@ -29,16 +29,26 @@ $(STAMP): requirements/cpu.lock pyproject.toml requirements/pip_sources.py
 run: setup
 	$(SNAKEMAKE) --cores $(CORES)
 
-## make test: the whole test suite, on two workers (pytest-xdist, whole modules to a worker);
-## TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
+## make test: the whole test suite but the rehearsal's checks (make rehearsal) and the one-node Slurm run (make
+## slurm-check), on two workers (pytest-xdist, whole
+## modules to a worker); TEST_WORKERS=0 runs it in one process, PYTEST_ARGS="-k config" selects
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PYTEST) -m "not slurm" $(PYTEST_ARGS)
+	$(PYTEST) -m "not rehearsal and not slurm" $(PYTEST_ARGS)
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+## make rehearsal: the GPU study rehearsed on the CPU (config/gpu.yaml + config/rehearsal.yaml: the six tools on
+## the real ChartQA sample, the tool-path check, the report) in $(REHEARSAL_DIR), then its checks on that folder
+## (tests/test_rehearsal.py); a rerun runs only what changed
+REHEARSAL_DIR ?= build/rehearsal
+rehearsal: setup
+	$(SNAKEMAKE) --snakefile $(CURDIR)/Snakefile --directory $(REHEARSAL_DIR) --cores $(CORES) \
+	  --configfile config/gpu.yaml config/rehearsal.yaml
+	CHARTRL_REHEARSAL_DIR=$(REHEARSAL_DIR) $(BIN)/python -m pytest -n 0 -m rehearsal tests/test_rehearsal.py
 
 ## make slurm-check: the rehearsal through profiles/slurm on a one-node Slurm started on this machine
 ## (tests/test_slurm_cluster.py); installs Debian's slurm-wlm and munge first if they are missing (root, apt-get)

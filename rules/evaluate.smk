@@ -339,3 +339,25 @@ rule warmstart_test_accuracy:
         "{params.launch} chartrl test-accuracy --spec {params.spec:q} --model {input.model:q} --tools {wildcards.mode}"
         " --data {input.data:q} --out {output:q} --tracking-uri {params.tracking_uri:q}"
         " --experiment {params.experiment:q} > {log:q} 2>&1"
+
+
+# The tool-path check (chartrl.rollout.tool_path), where evaluate.tool_path_check asks for it: on every chart of the
+# train dataset's splits, a scripted call of each configured label tool that applies to it (not the policy's
+# call), run through the rollout's tool turn and second pass; it fails naming each chart and tool that failed.
+rule tool_path_check:
+    input:
+        unpack(tool_path_check_inputs),
+    output:
+        "results/tools/path_check.json",
+    params:
+        spec=job_spec("tools path-check"),
+        code=job_code("tools path-check", spec=job_spec("tools path-check")),
+    threads: CFG.evaluate.threads
+    log:
+        "results/logs/tools/path_check.log",
+    benchmark:
+        "results/benchmarks/tools/path_check.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    shell:
+        tool_path_check_shell()

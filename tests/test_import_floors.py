@@ -78,7 +78,9 @@ MODULE_FLOORS: dict[str, tuple[frozenset[str], ...]] = {
         "build",  # the page
     ),
     "rewards": _floors("inputs symbolic terms", "registry", "shaping scorers", "definitions"),  # definitions: a folder
-    "rollout": _floors("cache checks conversation statistics", "kv_reuse generations", "sampling", "episodes"),
+    "rollout": _floors(
+        "cache checks conversation statistics", "kv_reuse generations", "sampling", "episodes", "tool_path"
+    ),
     "tools": _floors(
         "boxes calls observations pixels",
         "labels zoom focus",

@@ -220,3 +220,26 @@ def test_curve_start(wildcards):
 
 def test_curve_targets():
     return [f"results/eval/{series}/test_curve.json" for series in CURVE_SERIES]
+
+
+# The tool-path check (evaluate.tool_path_check): every split of the train dataset, and the policy's model (its
+# processor and vision tower: the warm-started tiny model, or model.path).
+TOOL_PATH_SPLITS = dataset_splits(TRAIN_DATASET) if CFG.evaluate.tool_path_check else ()
+
+
+def tool_path_check_targets():
+    return ["results/tools/path_check.json"] if CFG.evaluate.tool_path_check else []
+
+
+def tool_path_check_inputs(wildcards):
+    inputs = {split: f"results/data/{TRAIN_DATASET}/{split}.parquet" for split in TOOL_PATH_SPLITS}
+    model = policy_model(wildcards)
+    return {**inputs, "model": model} if model else inputs
+
+
+def tool_path_check_shell():
+    splits = " ".join(f"--split {split}={{input.{split}:q}}" for split in TOOL_PATH_SPLITS)
+    return (
+        f"chartrl tools path-check --model {policy_model_argument()} {splits} --out {{output:q}}"
+        " --spec {params.spec:q} --threads {threads} > {log:q} 2>&1"
+    )

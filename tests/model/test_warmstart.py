@@ -254,6 +254,24 @@ def test_text_demonstrations_restate_or_call_without_the_chart(tiny_policy, mini
         assert "Tools:" in tiny_policy.tokenizer.decode(demo.ids)
 
 
+def test_text_calls_without_the_tool_list_keep_the_rest_of_the_prompt(tiny_policy, mini_rows, default_config):
+    """text_tool_list false: the same call after the tool prompt without its list of tools, several times shorter;
+    the question and the instruction stay."""
+    row = mini_rows[0]
+    demos = {}
+    for listed in (True, False):
+        cfg = _cfg(default_config, correct_label_rate=1.0, text_tool_list=listed)
+        demos[listed] = text_demonstration(
+            tiny_policy, row, random.Random(1), cfg, default_config.prompts, default_config.tools, False
+        )
+    full, short = (tiny_policy.tokenizer.decode(demos[listed].ids) for listed in (True, False))
+    assert _trained_text(tiny_policy, demos[True]) == _trained_text(tiny_policy, demos[False])
+    tool = default_config.tools.names[0]
+    assert tool in full.split("<|im_start|>assistant")[0] and tool not in short.split("<|im_start|>assistant")[0]
+    assert "<tool_call>" in short.split("<|im_start|>assistant")[0]  # how to call is still said
+    assert len(demos[False].ids) < len(demos[True].ids)
+
+
 def test_text_demonstration_skips_questions_that_name_no_label(tiny_policy, synth_rows, default_config):
     row = next(r for r in synth_rows["train"] if not r.extra.get("about"))
     cfg = default_config.warmstart
@@ -313,6 +331,45 @@ def test_text_phase_with_no_tool_for_the_labels_is_a_clear_error(tiny_policy, mi
     cfg = _cfg(default_config, steps=2, batch_size=2, text_steps=1)
     with pytest.raises(ValueError, match="text_steps"):
         train_warmstart(tiny_policy, mini_rows, cfg, default_config.prompts, zoom_only)
+
+
+@pytest.mark.parametrize(
+    ("unnamed", "kinds"),
+    [
+        ("none", {"direct"}),  # no call where the question names no label: an answer
+        ("first_listed", {"tool_correct"}),  # a call keeping the first label the prompt lists
+    ],
+)
+def test_a_question_naming_no_label_gets_a_call_on_the_first_listed_label_with_first_listed(
+    tiny_policy, synth_rows, default_config, unnamed, kinds
+):
+    from chartrl.rollout.conversation import axis_labels
+
+    cfg = _cfg(
+        default_config, tool_rate=1.0, no_tool_rate=0.0, correct_label_rate=1.0, unnamed_call_label=unnamed, **NO_HABITS
+    )
+    rows = [r for r in synth_rows["train"] if r.chart_type == "v_bar" and not r.extra.get("about")]
+    assert rows
+    for i, row in enumerate(rows):
+        demo = build_demonstration(
+            tiny_policy, row, random.Random(i), cfg, default_config.prompts, default_config.tools
+        )
+        assert demo.kind in kinds, (row.id, demo.kind)
+        if unnamed == "first_listed":
+            call = json.loads(_trained_text(tiny_policy, demo).split("<tool_call>")[1].split("</tool_call>")[0])
+            assert call["arguments"]["x_values"] == axis_labels(row)["x_values"][:1] and demo.outcome == "executed"
+    # a question naming labels keeps them either way; restating asks for named labels only
+    named = next(r for r in synth_rows["train"] if r.chart_type == "v_bar" and r.extra.get("about"))
+    assert call_target(named, default_config.tools, unnamed).about == named.extra["about"]
+    restated = text_demonstration(
+        tiny_policy, rows[0], random.Random(0), cfg, default_config.prompts, default_config.tools, True
+    )
+    assert restated is None
+
+
+def test_an_unknown_unnamed_call_label_is_refused_naming_the_valid_ones(synth_rows, default_config):
+    with pytest.raises(ValueError, match="first_listed"):
+        call_target(synth_rows["train"][0], default_config.tools, "all")
 
 
 def test_a_label_tool_is_demonstrated_by_its_argument_kind_not_its_name(monkeypatch, mini_rows):

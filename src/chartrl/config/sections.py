@@ -397,6 +397,8 @@ class WarmstartConfig(Section):
     tool_rate: float
     correct_label_rate: float
     correct_label_rate_start: float | None
+    unnamed_call_label: str
+    """none | first_listed: what a demonstrated call keeps on a bar chart whose question names none of its labels."""
     no_tool_rate: float
     hedge_rate: float
     """Share of answers without a call to a value or compare question written as a hedge naming two candidates."""
@@ -410,6 +412,8 @@ class WarmstartConfig(Section):
     perception_steps: int
     text_steps: int
     text_restate_rate: float
+    text_tool_list: bool
+    """The text steps' call demonstrations show the tool list (else the tool prompt without it)."""
     eval_rows: int
     threads: int
     micro_batch_size: int | None = None
@@ -549,6 +553,8 @@ class EvaluateConfig(Section):
     curve_rows: int
     hacking_drift: float
     """The least judge-over-rule drift the diagonal check flags (schema: evaluate.hacking_drift)."""
+    tool_path_check: bool
+    """Run the tool-path check job (chartrl.rollout.tool_path) on the train dataset's charts."""
     headline_types: tuple[str, ...] | None = None
     """The question types the headline test accuracy is over (None: every question)."""
 

@@ -4,12 +4,14 @@ chart? One set, read by the after-warm-start check, the test accuracy, the gener
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from chartrl.answers import ANSWER_OPEN, answer_accuracy, extract_answer, is_well_formed
-from chartrl.tools import labels_kept, parse_tool_calls
+from chartrl.tools import TOOLS, labels_kept, parse_tool_calls
+from chartrl.tools.protocol import tag_bodies
 
 
 def kept_labels(episode) -> list[str]:
@@ -18,34 +20,71 @@ def kept_labels(episode) -> list[str]:
     return labels_kept(executed)
 
 
-def tool_counts(call_texts: Iterable[str], error_kinds: Iterable[str]) -> dict[str, dict[str, int]]:
-    """Per tool name: its ``calls`` and the ``executed`` ones, over calls given as the assistant texts that held
-    them and their error kinds (empty for a call that ran: ``Episode.tool_error_kinds``, the generations'
-    ``tool_error_kinds``). A text whose call names no known tool, or does not parse, counts for none."""
-    counts: dict[str, dict[str, int]] = {}
+def called_tools(text: str) -> list[str]:
+    """The tools an assistant turn's calls name: those of its parsed calls or, for a turn whose calls do not parse
+    (bad arguments, too many calls), the known tool each tag's JSON object names. A text whose calls name no known
+    tool (or are not JSON) names none."""
+    parsed = parse_tool_calls(text, max_calls=max(1, text.count("<tool_call>")))
+    if parsed.calls:
+        return sorted({call.name for call in parsed.calls})
+    names = set()
+    for body in tag_bodies(text):
+        try:
+            value = json.loads(body.strip())
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"] in TOOLS:
+            names.add(value["name"])
+    return sorted(names)
+
+
+def tool_counts(call_texts: Iterable[str], error_kinds: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Per tool name: its ``calls``, the ``executed`` ones and the ``failed`` ones by error kind (``{kind: n}``),
+    over calls given as the assistant texts that held them and their error kinds (empty for a call that ran:
+    ``Episode.tool_error_kinds``, the generations' ``tool_error_kinds``; ``turn_limit`` for a call left without a
+    turn to run in). A call counts for the tools it names (:func:`called_tools`); one naming no known tool counts
+    for none."""
+    counts: dict[str, dict[str, Any]] = {}
     for text, error in zip(call_texts, error_kinds, strict=False):
-        names = {call.name for call in parse_tool_calls(text, max_calls=max(1, text.count("<tool_call>"))).calls}
-        for name in sorted(names):
-            count = counts.setdefault(name, {"calls": 0, "executed": 0})
+        for name in called_tools(text):
+            count = counts.setdefault(name, empty_tool_count())
             count["calls"] += 1
-            count["executed"] += not error
+            if error:
+                count["failed"][error] = count["failed"].get(error, 0) + 1
+            else:
+                count["executed"] += 1
     return dict(sorted(counts.items()))
 
 
-def episode_tool_counts(episodes: Sequence[Any]) -> dict[str, dict[str, int]]:
+def empty_tool_count() -> dict[str, Any]:
+    """One tool's counts before any call: ``{"calls": 0, "executed": 0, "failed": {}}``."""
+    return {"calls": 0, "executed": 0, "failed": {}}
+
+
+def episode_tool_counts(episodes: Sequence[Any]) -> dict[str, dict[str, Any]]:
     """:func:`tool_counts` over every call of ``episodes``."""
     texts = [text for e in episodes for text in e.tool_call_texts]
     return tool_counts(texts, [kind for e in episodes for kind in e.tool_error_kinds])
 
 
-def add_tool_counts(total: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """``total`` with ``more``'s counts added, per tool (a new dict)."""
-    out = {name: dict(count) for name, count in total.items()}
+def add_tool_counts(
+    total: Mapping[str, Mapping[str, Any]], more: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``total`` with ``more``'s counts added, per tool and per error kind (a new dict; a count written before
+    failures were counted by kind has no ``failed`` and adds none)."""
+    out = {name: _copied(count) for name, count in total.items()}
     for name, count in more.items():
-        into = out.setdefault(name, {"calls": 0, "executed": 0})
+        into = out.setdefault(name, empty_tool_count())
         for key in ("calls", "executed"):
             into[key] += count.get(key, 0)
+        for kind, n in (count.get("failed") or {}).items():
+            into["failed"][kind] = into["failed"].get(kind, 0) + n
     return dict(sorted(out.items()))
+
+
+def _copied(count: Mapping[str, Any]) -> dict[str, Any]:
+    failed = dict(count.get("failed") or {})
+    return {"calls": count.get("calls", 0), "executed": count.get("executed", 0), "failed": failed}
 
 
 FAILED_CALL = ("failed", "malformed")

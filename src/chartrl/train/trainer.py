@@ -156,15 +156,19 @@ def tool_call_counts(episodes: Sequence[Any], prefix: str, max_tool_turns: int) 
 
 
 def tool_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:
-    """Per tool the episodes called: ``{prefix}/tools/{name}/calls`` (turns that called it) and ``.../executed``
-    (those that ran on the chart), counts over the step's episodes (the report sums them over a run)."""
+    """Per tool the episodes called: ``{prefix}/tools/{name}/calls`` (turns that called it), ``.../executed``
+    (those that ran on the chart) and ``.../failed/{kind}`` (those that did not, by error kind: the tool refused
+    the label, the call did not parse, no turn was left), counts over the step's episodes (the report sums them
+    over a run)."""
     from chartrl.rollout.statistics import episode_tool_counts
 
-    return {
-        f"{prefix}/tools/{name}/{key}": float(value)
-        for name, count in episode_tool_counts(episodes).items()
-        for key, value in count.items()
-    }
+    metrics = {}
+    for name, count in episode_tool_counts(episodes).items():
+        metrics[f"{prefix}/tools/{name}/calls"] = float(count["calls"])
+        metrics[f"{prefix}/tools/{name}/executed"] = float(count["executed"])
+        for kind, n in count["failed"].items():
+            metrics[f"{prefix}/tools/{name}/failed/{kind}"] = float(n)
+    return metrics
 
 
 def rollout_metrics(episodes: Sequence[Any], prefix: str) -> dict[str, float]:

@@ -93,16 +93,31 @@ class CallTarget:
     """The configured tools taking labels on ``axis``."""
 
 
-def call_target(row: Row, tools: ToolsConfig) -> CallTarget | None:
-    """The row's call target; None when no call can keep the question's labels (they name none, the chart has no
-    boxes for them, or no configured tool works on its axis)."""
+UNNAMED_CALL_LABELS = ("none", "first_listed")
+"""``warmstart.unnamed_call_label``: what a demonstrated call keeps on a bar chart whose question names none of its
+labels."""
+
+
+def call_target(row: Row, tools: ToolsConfig, unnamed_call_label: str = "none") -> CallTarget | None:
+    """The row's call target: the labels the question names, when the chart has boxes for them all. Otherwise, with
+    ``unnamed_call_label`` ``first_listed``, the first label the tool prompt lists for the chart's axis (the prompt
+    lists the box labels in their order, ``conversation.axis_labels``); with ``none``, no target. None as well on a
+    chart without boxes on a bar axis, or without a configured tool of its axis."""
+    if unnamed_call_label not in UNNAMED_CALL_LABELS:
+        raise ValueError(
+            f"unknown warmstart.unnamed_call_label {unnamed_call_label!r}; valid: {', '.join(UNNAMED_CALL_LABELS)}"
+        )
     axis = TOOL_AXIS.get(row.chart_type)
-    about = list(row.extra.get("about") or [])
-    if not (axis and about):
+    if axis is None:
         return None
+    about = list(row.extra.get("about") or [])
     labels = list(row.bboxes.get(axis, {}))
     names = _tool_names_for(axis, tools)
-    return CallTarget(axis, about, labels, names) if names and set(about) <= set(labels) else None
+    if not (names and labels):
+        return None
+    if about and set(about) <= set(labels):
+        return CallTarget(axis, about, labels, names)
+    return CallTarget(axis, labels[:1], labels, names) if unnamed_call_label == "first_listed" else None
 
 
 def serving_tools(target: CallTarget, keep: Sequence[str]) -> list[str]:
@@ -135,7 +150,7 @@ def build_demonstration(
     mask = [0] * len(ids)
     images = [image]
     answer = f"<answer>{row.answer}</answer>"
-    target = call_target(row, tools) if with_tools else None
+    target = call_target(row, tools, cfg.unnamed_call_label) if with_tools else None
     zoom = zoom_tool(row, tools) if with_tools and target is None else None
     if zoom and rng.random() < cfg.tool_rate:
         rate = cfg.correct_label_rate if correct_label_rate is None else correct_label_rate
@@ -302,14 +317,16 @@ def text_demonstration(
     as in the tool demonstrations on charts. So copying a label is learned, and which label to keep stays at
     ``correct_label_rate`` for RL to improve.
     """
-    target = call_target(row, tools)
+    # restating asks which labels the question names: only a question that names them can be restated
+    target = call_target(row, tools, "none" if restate else cfg.unnamed_call_label)
     if target is None:
         return None
     if restate:
         text, kind = f"{conversation.question_of(row)}\n{RESTATE_PROMPT}", "text_restate"
         reply_text = f"<answer>{', '.join(target.about)}</answer>"
     else:
-        text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=tools.names)
+        listed = tools.names if cfg.text_tool_list else ()  # without the tool list: a tenth of the tokens
+        text = conversation.prompt_text(row, with_tools=True, prompt_config=prompt_config, tool_names=listed)
         keep = _labels_to_keep(target.about, target.labels, rng, cfg.correct_label_rate)
         reply_text = _call_text(rng.choice(target.names), target.axis, keep)
         kind = "text_tool_correct" if keep == target.about else "text_tool_other"
@@ -512,7 +529,13 @@ def train_warmstart(
         policy.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay
     )
     policy.model.train()
-    text_rows = [row for row in rows if call_target(row, tools)] if cfg.text_steps else []
+    text_rows = [row for row in rows if call_target(row, tools, cfg.unnamed_call_label)] if cfg.text_steps else []
+    restating = cfg.text_steps and cfg.text_restate_rate > 0
+    if text_rows and restating and not any(call_target(row, tools) for row in text_rows):
+        raise ValueError(
+            "warmstart.text_restate_rate > 0 but no train row names labels (extra.about) a configured focus tool "
+            "can keep, so there is no question to restate; set warmstart.text_restate_rate: 0"
+        )
     if cfg.text_steps and not text_rows:
         raise ValueError(
             "warmstart.text_steps > 0 but no train row names labels (extra.about) that a configured focus tool can "
