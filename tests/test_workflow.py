@@ -440,8 +440,9 @@ def test_the_report_renders_in_a_real_browser(smoke_run, tmp_path):
     match = re.search(r'data-selfcheck="([^"]*)"', dom.stdout)
     assert match, dom.stderr[-2000:]
     check = json.loads(match.group(1).replace("&quot;", '"'))
-    # two figures per reward generation (v1, v2, v3 and the hack control's) and the test curve
-    assert check["plots"] == 9 and check["plots_rendered"] == 9
+    # two figures per reward generation (v1, v2, v3 and the hack control's), the habits the generations' shaping acts
+    # on, and the test curve
+    assert check["plots"] == 10 and check["plots_rendered"] == 10
     assert check["images"] > 0 and check["images_loaded"] == check["images"]
     assert check["errors"] == [] and "Uncaught" not in dom.stderr
     shot = tmp_path / "report.png"
