@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -47,6 +48,43 @@ def offline_caches(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@contextlib.contextmanager
+def mlflow_server(store_uri: str, folder: Path):
+    """``mlflow server`` on ``store_uri``, on a free loopback port, in a process group of its own (its workers with
+    it), logging to ``folder/server.log``; yields its address once ``/health`` answers, stops the group at the end."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(folder / "server.log", "w")
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store_uri,
+               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"{address}/health", timeout=5).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((folder / "server.log").read_text()[-3000:]) from None
+                time.sleep(1)
+        yield address
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # its own session: the server and its workers, nothing else
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
 
 
 def stop_forkservers(folder: Path) -> None:

@@ -3,20 +3,14 @@ Dataset column names each split with its digest, and the train run's page lists 
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
 from chartrl import tracking
 from chartrl.config import MlflowSettings
 
-from conftest import find_chromium, headless_chromium
+from conftest import find_chromium, headless_chromium, mlflow_server
 
 pytestmark = pytest.mark.slow
 
@@ -62,33 +56,8 @@ def store(tmp_path, default_config):
 @pytest.fixture
 def server(chromium, store, tmp_path):
     """``mlflow server`` on the store, on a free port, in a process group of its own (its workers with it)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = open(tmp_path / "server.log", "w")
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store[0].tracking_uri,
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{address}/health", timeout=5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError((tmp_path / "server.log").read_text()[-3000:]) from None
-                time.sleep(1)
+    with mlflow_server(store[0].tracking_uri, tmp_path) as address:
         yield address
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 def test_the_ui_shows_the_datasets_and_the_train_runs_test_figures(chromium, store, server, tmp_path):

@@ -18,21 +18,20 @@ controller keeps finished jobs for MinJobAge). Every daemon started here is stop
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from conftest import BIN, REPO, job_environment
+from conftest import mlflow_server as conftest_mlflow_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -227,31 +226,8 @@ def wait_for(ready, what: str, daemons, folder: Path, timeout_s: float = 60) -> 
 def mlflow_server(tmp_path_factory):
     """`mlflow server` on loopback, as docs/cluster.md runs it for jobs on several nodes; stopped at the end."""
     folder = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    log = open(folder / "server.log", "w")
-    command = [str(BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    address = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{address}/health", timeout=5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError((folder / "server.log").read_text()[-3000:]) from None
-                time.sleep(1)
+    with conftest_mlflow_server(f"sqlite:///{folder / 'mlflow.db'}", folder) as address:
         yield address
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # its own session: the server and its workers, nothing else
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        log.close()
 
 
 @dataclass
