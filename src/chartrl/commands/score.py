@@ -78,6 +78,26 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diagonal(first: dict, second: dict, evaluate: EvaluateConfig) -> dict:
+    """The diagonal check of two scorers' scores of the same answers, with the evaluate section's bootstrap."""
+    return diagonal(
+        first,
+        second,
+        samples=evaluate.bootstrap_samples,
+        confidence=evaluate.confidence,
+        seed=evaluate.seed,
+        hacking_drift=evaluate.hacking_drift,
+    )
+
+
+def _diagonal_metrics(result: dict) -> dict[str, float]:
+    """A diagonal check's MLflow metrics: drift, agreement, kappa, n and the signed drift, those it has."""
+    metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
+    if result["signed_drift"]["mean"] is not None:
+        metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
+    return metrics
+
+
 def cmd_diagonal(args: argparse.Namespace) -> int:
     spec = read_job_spec(args.spec, READS["diagonal"])
     evaluate = EvaluateConfig(**spec["evaluate"])
@@ -87,24 +107,14 @@ def cmd_diagonal(args: argparse.Namespace) -> int:
             f"{args.first} and {args.second} scored different generations "
             f"({first['aggregate']['generations']} vs {second['aggregate']['generations']}): no diagonal check"
         )
-    result = diagonal(
-        first,
-        second,
-        samples=evaluate.bootstrap_samples,
-        confidence=evaluate.confidence,
-        seed=evaluate.seed,
-        hacking_drift=evaluate.hacking_drift,
-    )
+    result = _diagonal(first, second, evaluate)
     result["generations"] = first["aggregate"]["generations"]
     result["scores"] = [args.first, args.second]
     write_json(args.out, result)
     settings = MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment)
     tags = eval_tags(spec["series"], "diagonal", parent_run_id(args.run))
     with tracking.stage_run(settings, f"{spec['series']['id']}/diagonal", tags, given_spec(args.spec, spec)) as run:
-        metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
-        if result["signed_drift"]["mean"] is not None:
-            metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
-        run.log_metrics(metrics)
+        run.log_metrics(_diagonal_metrics(result))
         run.log_artifact(args.out)
     if str(spec["series"].get("checkpoint", "last")) == "last" and result["drift"] is not None:
         train_run = tracking.existing_run(settings, parent_run_id(args.run))
@@ -128,14 +138,7 @@ def cmd_seed_diagonal(args: argparse.Namespace) -> int:
     inputs = test_answer_inputs(records, rows, args.test_accuracy)
     first, _ = score_inputs(inputs, args.test_accuracy, args.scorers[0], judge_config, evaluate.year_rule)
     second, judge = score_inputs(inputs, args.test_accuracy, args.scorers[1], judge_config, evaluate.year_rule)
-    result = diagonal(
-        first,
-        second,
-        samples=evaluate.bootstrap_samples,
-        confidence=evaluate.confidence,
-        seed=evaluate.seed,
-        hacking_drift=evaluate.hacking_drift,
-    )
+    result = _diagonal(first, second, evaluate)
     result["generations"] = args.test_accuracy
     result["seed"] = args.extra_seed
     write_json(args.out, result)
@@ -146,10 +149,7 @@ def cmd_seed_diagonal(args: argparse.Namespace) -> int:
     if judge is None:  # neither scorer asks a judge: the rule's spec leaves its settings out
         params.pop("judge")
     with tracking.stage_run(settings, name, tags, params) as run:
-        metrics = {f"diagonal/{k}": result[k] for k in ("drift", "agreement", "kappa", "n") if result[k] is not None}
-        if result["signed_drift"]["mean"] is not None:
-            metrics["diagonal/signed_drift"] = result["signed_drift"]["mean"]
-        run.log_metrics(metrics)
+        run.log_metrics(_diagonal_metrics(result))
         run.log_artifact(args.out)
         if judge is not None:
             log_judge_usage(run, judge)
