@@ -408,6 +408,14 @@ def test_evaluation_shares_generations_and_checks_the_diagonal(smoke_run):
     # the same greedy answers under the published ChartQA rule, beside chartrl's, in the tables and the headline
     assert all(t["test"]["published_by_question_type"]["all"]["n"] == t["test"]["n"] for t in tables.values())
     assert all(r["published_accuracy"] for r in metrics["finding"]["rows"].values() if r["test_accuracy"])
+    # and the eval series': each rule item scored by it, each scored series and matrix row with it or why not
+    assert all("published_score" in item for item in e8["items"]) and e8["aggregate"]["published_accuracy"] is not None
+    assert e9["aggregate"]["published_accuracy"] is None and "rule scorer" in e9["aggregate"]["why_no_published"]
+    scored = [agg for block in metrics["test"].values() for agg in block["scores"].values()]
+    assert all((agg["published_accuracy"] is None) != (agg.get("why_no_published") is None) for agg in scored)
+    assert all(row["published"]["n"] == 16 for row in metrics["comparisons"]["scorer_matrix"]["rows"].values())
+    spread = metrics["seed_spread"]["series"]
+    assert all(s["spread"]["published_accuracy"]["n"] == len(s["per_seed"]) for s in spread.values() if s["per_seed"])
     assert "sampled: correct-label share" in (smoke_run / "results/report/index.html").read_text()
 
     from mlflow.tracking import MlflowClient

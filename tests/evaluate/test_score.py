@@ -1,5 +1,6 @@
-"""Scoring generations through the CLI: the OpenAI-compatible judge on a loopback server, and a rerun with the
-judge's cache makes no request at all."""
+"""Scoring generations: through the CLI, the OpenAI-compatible judge on a loopback server, and a rerun with the
+judge's cache makes no request at all; the rule scorer's items and aggregate carry the published ChartQA rule beside
+chartrl's, and the other scorers say why they do not."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from chartrl.answers import extract_answer
+from chartrl.config import JudgeConfig
+from chartrl.evaluate.published_metric import published_relaxed_accuracy
+from chartrl.evaluate.score import score_generations
 from chartrl.rollout.generations import SCHEMA
 
 from judge_server import FakeJudgeServer
@@ -25,9 +31,21 @@ CASES = [
 ]
 
 
-def _generations(path):
+PUBLISHED_CASES = [
+    # (truth, final response, subset, chartrl's rule, the published rule): where the two rules part, and where not
+    ("42", "<answer>42</answer>", "human", 1.0, 1.0),
+    ("509473", "<answer>509,473</answer>", "human", 1.0, 0.0),  # float() refuses the thousands separator
+    ("2", "<answer>2.1</answer>", "human", 1.0, 0.0),  # exactly 5% off: float rounding puts it just above
+    ("[2011, 2012]", "<answer>[2012, 2011]</answer>", "augmented", 1.0, 0.0),  # a list gold is read as text
+    ("0.5", "<answer>50%%</answer>", "augmented", 0.0, 1.0),  # a form only float() reads
+    ("Italy", "<answer>Spain</answer>", "augmented", 0.0, 0.0),
+    ("7", "no answer tag", "augmented", 0.0, 0.0),
+]
+
+
+def _generations(path, cases=None):
     rows = []
-    for k, (truth, response) in enumerate(CASES):
+    for k, (truth, response, *rest) in enumerate(cases or CASES):
         rows.append(
             {
                 "id": f"q{k}",
@@ -36,7 +54,7 @@ def _generations(path):
                 "question": f"Question {k}?",
                 "ground_truth": truth,
                 "data_source": "synthchart",
-                "subset": "synthetic",
+                "subset": rest[0] if rest else "synthetic",
                 "chart_type": "v_bar",
                 "turns": "[]",
                 "tool_calls": "[]",
@@ -137,3 +155,27 @@ def test_unreadable_replies_beyond_the_bound_fail_the_score_naming_the_endpoint(
     assert (aggregate["sent_to_judge"], aggregate["not_sent"], aggregate["judge_failures"]) == (4, 1, 4)
     assert aggregate["judge_failure_fraction"] == 1.0
     assert [item["sent_to_judge"] for item in accepted["items"]] == [True, True, True, True, False]
+
+
+def test_the_rule_scorer_gives_each_item_its_published_score_and_the_aggregate_their_mean(tmp_path):
+    generations = _generations(tmp_path / "generations.parquet", PUBLISHED_CASES)
+    result, judge = score_generations(generations, "rule", JudgeConfig.from_dict({}), "standard")
+    assert judge is None
+    items, aggregate = result["items"], result["aggregate"]
+    for item, (truth, response, _, chartrl, published) in zip(items, PUBLISHED_CASES, strict=True):
+        assert item["answer"] == extract_answer(response)
+        assert item["published_score"] == published_relaxed_accuracy(item["answer"], truth) == published, response
+        assert item["accuracy"] == chartrl, response
+    assert aggregate["accuracy"] == pytest.approx(4 / 7) and aggregate["published_accuracy"] == pytest.approx(2 / 7)
+    assert aggregate["by_subset"]["human"] == {"accuracy": 1.0, "published_accuracy": pytest.approx(1 / 3), "n": 3}
+    assert aggregate["by_subset"]["augmented"]["published_accuracy"] == pytest.approx(1 / 4)
+    assert "why_no_published" not in aggregate
+
+
+def test_a_judge_scorer_says_why_it_has_no_published_figure(tmp_path):
+    generations = _generations(tmp_path / "generations.parquet", PUBLISHED_CASES)
+    judge_config = JudgeConfig.from_dict({"cache_path": str(tmp_path / "cache.sqlite")})
+    result, _ = score_generations(generations, "judge", judge_config, "standard")
+    aggregate = result["aggregate"]
+    assert aggregate["published_accuracy"] is None and "rule scorer" in aggregate["why_no_published"]
+    assert not any("published_score" in item for item in result["items"])

@@ -120,9 +120,12 @@ def test_identical_weights_are_checked_where_both_checkpoints_exist(config, tmp_
     assert identical_series(config, results, train)["pairs"][0]["weights_identical"] is False
 
 
-def _scores(path, scorer, verdicts):
+def _scores(path, scorer, verdicts, published=None):
+    """A scores file; ``published``: each item's published-rule score (None: a file without them)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     items = [{"id": f"q{i}#0", "accuracy": v} for i, v in enumerate(verdicts)]
+    for item, score in zip(items, published or [], strict=False):
+        item["published_score"] = score
     path.write_text(json.dumps({"aggregate": {"scorer": scorer}, "items": items}))
 
 
@@ -139,7 +142,7 @@ def test_the_matrix_marks_the_diagonal_and_the_drift_of_other_cells(config, tmp_
     }
     assert len(extra_matrix_files(config)) == 7  # each row's scorers that no eval series of it asks for
     results = tmp_path / "results"
-    _scores(results / "eval/e8/scores_rule.json", "rule", [1, 0, 0, 1])
+    _scores(results / "eval/e8/scores_rule.json", "rule", [1, 0, 0, 1], published=[1, 0, 0, 0])
     _scores(results / "eval/e9/scores_judge.json", "judge", [1, 1, 0, 1])
     _scores(results / "eval/e8/matrix_scores_panel.json", "panel", [1, 0, None, 1])  # one judge failure
     row = scorer_matrix(config, results)["rows"]["e8"]
@@ -149,9 +152,19 @@ def test_the_matrix_marks_the_diagonal_and_the_drift_of_other_cells(config, tmp_
     assert judge["drift"]["mean"] == pytest.approx(0.25) and judge["drift"]["n"] == 4
     panel = row["cells"]["panel"]
     assert panel["n"] == 3 and panel["series"] == [] and panel["drift"]["mean"] == pytest.approx(0.0)
+    # beside the row, its rule cell's answers under the published ChartQA rule, with the cells' interval
+    assert row["published"]["mean"] == 0.25 and row["published"]["n"] == 4 and row["why_no_published"] is None
+    assert row["published"]["low"] <= 0.25 <= row["published"]["high"]
     e5 = scorer_matrix(config, results)
     assert "e5 x judge: no results/eval/e5/scores_judge.json" in e5["missing"]
     assert e5["rows"]["e5"]["signal"] == "judge"  # e2's reward is the judge's verdict
+    assert e5["rows"]["e5"]["published"] is None
+    assert e5["rows"]["e5"]["why_no_published"] == "no results/eval/e5/matrix_scores_rule.json"
+    _scores(results / "eval/e8/scores_rule.json", "rule", [1, 0, 0, 1])  # written before the published rule
+    older = scorer_matrix(config, results)["rows"]["e8"]
+    assert older["published"] is None and older["why_no_published"] == (
+        "results/eval/e8/scores_rule.json has no published score (written by an older chartrl): rerun its score job"
+    )
 
 
 def test_the_dag_scores_every_evaluated_checkpoint_with_every_scorer(tmp_path):

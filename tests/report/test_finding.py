@@ -1,18 +1,21 @@
 """The report's first screen (chartrl.report.finding), on hand-made run files: the sentences say which policies beat
 the warm start and their baseline, what the diagonal check flags and which answers collapse; the headline table
 has a row per policy, each cell a number or why not; and the page opens with them, before the curves, the
-hypotheses and the limits."""
+hypotheses and the limits. Beyond the headline, every evaluated series (the scored eval series, the reward x scorer
+matrix, the seed spread) gives the published ChartQA rule beside chartrl's accuracy, or why not."""
 
 from __future__ import annotations
 
 import dataclasses
-
+import html
 import json
+import re
 
 import pytest
 
-from chartrl.config import load_config
+from chartrl.config import JudgeConfig, load_config
 from chartrl.evaluate.accuracy import summarise
+from chartrl.evaluate.score import score_inputs
 from chartrl.report.build import build_report
 from chartrl.report.finding import gap_class, headline_order, role, why_no_diagonal
 
@@ -138,6 +141,81 @@ def test_the_headline_gives_the_published_rule_beside_chartrls(report):
     assert metrics["test_accuracy"]["series"]["e3"]["test"]["published_by_question_type"] is None
     assert "<th>published rule [interval]</th>" in page and "<th>published rule (all)</th>" in page
     assert "0.600 [" in page and "no published score in its test records: rerun test_accuracy" in page
+
+
+def _scores_file(path, scorer, judge_config, published=True):
+    """A scores file of the scorer's own making on four answers (the second written with a thousands separator:
+    right for chartrl, wrong for the published rule). ``published=False``: a file written before the score stage
+    added the published rule."""
+    from chartrl.rewards import RewardInput
+
+    answers = [("42", "42"), ("509,473", "509473"), ("Spain", "Italy"), ("7", "7")]  # chartrl 0.75, published 0.5
+    inputs = [RewardInput(f"<answer>{a}</answer>", gold, subset="human", id=f"q{i}#0") for i, (a, gold) in
+              enumerate(answers)]  # fmt: skip
+    result, _ = score_inputs(inputs, "generations.parquet", scorer, judge_config)
+    if not published:
+        del result["aggregate"]["published_accuracy"]
+        for item in result["items"]:
+            del item["published_score"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+
+
+def _cell(page, key):
+    """The text of the page's cell marked ``data-published="{key}"`` (entities unescaped)."""
+    match = re.search(rf'<td data-published="{re.escape(key)}">(.*?)</td>', page, re.S)
+    assert match, f"no published cell for {key}"
+    return html.unescape(match.group(1))
+
+
+def test_every_evaluated_series_gives_the_published_rule_beside_chartrls_or_why_not(config, tmp_path):
+    """The scored eval series (a rule row has it, a judge row says why not, a file from before says rerun), the
+    reward x scorer matrix (from its rule cell, with the cells' interval) and the seed spread (each seed's greedy
+    answers; a seed whose records lack it named) carry the published rule in metrics.json and in the page."""
+    results = tmp_path / "results"
+    judge = JudgeConfig.from_dict({"cache_path": str(tmp_path / "judge.sqlite")})
+    _scores_file(results / "eval/e4/scores_rule.json", "rule", judge)
+    _scores_file(results / "eval/e5/scores_judge.json", "judge", judge)
+    _scores_file(results / "eval/e8/scores_rule.json", "rule", judge, published=False)
+    _test_file(results / "eval/e1/test_accuracy.json", 50, refused=10)  # published 0.60, chartrl 0.70
+    _test_file(results / "seeds/e1/seed1/test_accuracy.json", 40)  # published 0.60, chartrl 0.60
+    _test_file(results / "seeds/e1/seed2/test_accuracy.json", 30, published=False)
+    metrics = build_report(config, results, tmp_path / "report")
+    page = (tmp_path / "report/index.html").read_text()
+
+    test = metrics["test"]
+    rule = test["e4"]["scores"]["rule"]
+    assert (rule["accuracy"], rule["published_accuracy"]) == (0.75, 0.5)
+    assert rule["by_subset"]["human"]["published_accuracy"] == 0.5
+    assert test["e5"]["scores"]["judge"]["published_accuracy"] is None
+    why_judge = test["e5"]["scores"]["judge"]["why_no_published"]
+    assert why_judge.startswith("the judge scorer counts verdicts") and "rule scorer" in why_judge
+    older = test["e8"]["scores"]["rule"]
+    assert older["published_accuracy"] is None and older["why_no_published"] == (
+        "results/eval/e8/scores_rule.json has no published score (written by an older chartrl): rerun its score job"
+    )
+    assert _cell(page, "e4 rule") == "0.500" and why_judge in _cell(page, "e5 judge")
+    assert "rerun its score job" in _cell(page, "e8 rule")
+
+    rows = metrics["comparisons"]["scorer_matrix"]["rows"]
+    assert rows["e4"]["published"]["mean"] == 0.5 and rows["e4"]["published"]["n"] == 4
+    assert rows["e4"]["published"]["low"] <= 0.5 <= rows["e4"]["published"]["high"]
+    assert rows["e5"]["published"] is None and rows["e5"]["why_no_published"] == (
+        "no results/eval/e5/matrix_scores_rule.json"
+    )
+    assert _cell(page, "e4").startswith("0.500 [") and "matrix_scores_rule.json" in _cell(page, "e5")
+
+    e1 = metrics["seed_spread"]["series"]["e1"]
+    assert [e1["per_seed"][s]["published_accuracy"] for s in (0, 1, 2)] == [pytest.approx(0.60)] * 2 + [None]
+    assert e1["spread"]["published_accuracy"]["n"] == 2
+    assert e1["spread"]["published_accuracy"]["mean"] == pytest.approx(0.60)
+    assert e1["why_no_published"] == (
+        "seed 2: results/seeds/e1/seed2/test_accuracy.json has no published score (written by an older chartrl): "
+        "rerun its seed_test_accuracy job"
+    )
+    cell = _cell(page, "e1")
+    assert cell.startswith("0.600 \u00b1") and "n=2" in cell and "rerun its seed_test_accuracy job" in cell
+    assert metrics["seed_spread"]["series"]["e3"]["why_no_published"] is None  # no file read: nothing to say
 
 
 def test_the_page_opens_with_the_finding_then_curves_hypotheses_and_limits(report):

@@ -70,11 +70,21 @@ def cmd_score(args: argparse.Namespace) -> int:
         for subset, values in aggregate["by_subset"].items():
             if values["accuracy"] is not None:
                 metrics[f"test/accuracy_{subset}"] = values["accuracy"]
+            if values.get("published_accuracy") is not None:  # the rule scorer's (chartrl.evaluate.score)
+                metrics[f"test/published_accuracy_{subset}"] = values["published_accuracy"]
         run.log_metrics(metrics)
         if judge is not None:
             log_judge_usage(run, judge)
         run.log_artifact(args.out)
-    log.info("%s %s accuracy %s over %d items", series["id"], args.scorer, aggregate["accuracy"], aggregate["n"])
+    published = aggregate["published_accuracy"]
+    log.info(
+        "%s %s accuracy %s over %d items (published rule: %s)",
+        series["id"],
+        args.scorer,
+        aggregate["accuracy"],
+        aggregate["n"],
+        published if published is not None else aggregate["why_no_published"],
+    )
     return 0
 
 

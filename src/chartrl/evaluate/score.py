@@ -1,4 +1,6 @@
-"""Scoring generations with one scorer (rule, judge or panel): chartrl.rewards' own functions."""
+"""Scoring generations with one scorer (rule, judge or panel): chartrl.rewards' own functions. The rule scorer's
+items carry, beside chartrl's relaxed accuracy, the same answer's score under the published ChartQA rule
+(``chartrl.evaluate.published_metric``), and its aggregate their mean: the figure to hold against the literature."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pyarrow.parquet as pq
 from chartrl.answers import DEFAULT_YEAR_RULE
 from chartrl.config import JudgeConfig
 from chartrl.errors import ChartrlError
+from chartrl.evaluate.published_metric import published_relaxed_accuracy
 from chartrl.judge import judge_for_accuracy
 from chartrl.rewards import SCORERS, RewardInput, get_scorer
 from chartrl.rollout.conversation import question_of
@@ -23,6 +26,23 @@ class TooManyJudgeFailures(ChartrlError):
 
 SCORER_JUDGES = {name: scorer.judge for name, scorer in SCORERS.items()}
 """Which judge a scorer needs: none (``rule``) for the rule and the recipes' scorers, which grade their own."""
+
+PUBLISHED_SCORERS = ("rule",)
+"""The scorers whose items carry ``published_score``: the rule is chartrl's relaxed accuracy, whose reference is the
+published ChartQA rule. A judge's verdict is no rule over the answer's text, and a recipe's scorer reads its own
+answer form (a boxed letter, GeoQA's think/answer tags), which ChartQA's rule was not written for."""
+
+
+def why_no_published(scorer: str) -> str | None:
+    """Why ``scorer``'s figures have no published-rule accuracy beside them; None for a scorer they have it for."""
+    if scorer in PUBLISHED_SCORERS:
+        return None
+    if SCORER_JUDGES[scorer] != "rule":
+        return (
+            f"the {scorer} scorer counts verdicts, not a rule over the answer text: the published rule's figure of "
+            "the same generations is the rule scorer's"
+        )
+    return f"the {scorer} scorer grades its recipe's own answer form, which ChartQA's published rule does not read"
 
 
 def reward_inputs(generations: Path) -> list[RewardInput]:
@@ -60,9 +80,31 @@ def score_inputs(
     aggregate's ``generations``)."""
     judge = judge_for_accuracy(SCORER_JUDGES[scorer], judge_config)
     result = get_scorer(scorer)(inputs, judge, year_rule)
+    add_published_scores(result, inputs, scorer)
     result["aggregate"]["generations"] = source
     check_judge_failures(result["aggregate"], judge_config.max_judge_failure_fraction)
     return result, judge
+
+
+def add_published_scores(result: dict[str, Any], inputs: list[RewardInput], scorer: str) -> None:
+    """Beside a scorer's output (``chartrl.rewards.scorers``, items in the order of ``inputs``), the published ChartQA
+    rule on the same answers: for a scorer of :data:`PUBLISHED_SCORERS`, each item's ``published_score`` (its
+    extracted ``answer`` against the input's ground truth; no answer tag scores 0) and the aggregate's
+    ``published_accuracy``, overall and per subset; for any other, ``published_accuracy`` None and
+    ``why_no_published``."""
+    aggregate = result["aggregate"]
+    reason = why_no_published(scorer)
+    if reason is not None:
+        aggregate["published_accuracy"], aggregate["why_no_published"] = None, reason
+        return
+    subsets: dict[str, list[float]] = {}
+    for item, scored in zip(inputs, result["items"], strict=True):
+        scored["published_score"] = published_relaxed_accuracy(scored["answer"], item.ground_truth)
+        subsets.setdefault(scored["subset"] or "unspecified", []).append(scored["published_score"])
+    scores = [scored["published_score"] for scored in result["items"]]
+    aggregate["published_accuracy"] = sum(scores) / len(scores) if scores else None
+    for name, values in subsets.items():
+        aggregate["by_subset"][name]["published_accuracy"] = sum(values) / len(values)
 
 
 def test_answer_inputs(records: list[dict[str, Any]], rows: dict[str, Any], source: str) -> list[RewardInput]:

@@ -16,12 +16,20 @@ from typing import Any
 
 from chartrl.config import Config, TrainSeries, to_plain
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
+from chartrl.evaluate.score import why_no_published
 from chartrl.report import testcurves
 from chartrl.report.collapse import collect_collapse
 from chartrl.report.comparisons import comparisons
 from chartrl.report.deepeyes import collect_deepeyes
 from chartrl.report.finding import finding
-from chartrl.report.helpers import HEADLINE, binary_interval, read_json, split_rows, verl_test_accuracy
+from chartrl.report.helpers import (
+    HEADLINE,
+    binary_interval,
+    published_missing,
+    read_json,
+    split_rows,
+    verl_test_accuracy,
+)
 from chartrl.report.hypotheses import collect_hypotheses
 from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
@@ -91,15 +99,27 @@ def matched_steps(config: Config, train: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def test_results(results: Path, config: Config) -> dict[str, Any]:
+    """Each eval series' scores aggregates (``chartrl.evaluate.score``), by scorer; each has ``published_accuracy``
+    (the published ChartQA rule on the same answers) or None and ``why_no_published``."""
     out = {}
     for series in in_order(config.eval_series):
         scores = {}
         for scorer in series.scorers:
-            data = read_json(results / "eval" / series.id / f"scores_{scorer}.json")
+            name = f"eval/{series.id}/scores_{scorer}.json"
+            data = read_json(results / name)
             if data is not None:
-                scores[scorer] = data["aggregate"]
+                scores[scorer] = with_published(data["aggregate"], scorer, f"results/{name}", "score")
         out[series.id] = {"of": series.of, "checkpoint": series.checkpoint, "scores": scores}
     return out
+
+
+def with_published(aggregate: Mapping[str, Any], scorer: str, path: str, job: str) -> dict[str, Any]:
+    """A scores aggregate with its ``published_accuracy`` and, where that is None, ``why_no_published``: the
+    scorer's reason, or that ``path`` was written before the score stage added it (rerun ``job``)."""
+    if "published_accuracy" in aggregate:
+        return dict(aggregate)
+    why = why_no_published(scorer) or published_missing(path, job)
+    return {**aggregate, "published_accuracy": None, "why_no_published": why}
 
 
 SUMMARY_KEYS = ("n", "accuracy", "published_accuracy", "format_rate", "tool_call_rate", "correct_label_share")
@@ -212,22 +232,28 @@ def per_seed_files(results: Path, config: Config, series: str, main: str, name: 
 
 
 def seed_spread(results: Path, config: Config) -> dict[str, Any]:
-    """Per train series, test accuracy (overall and per question type) and correct-label share for each train seed
-    (train.seed from results/eval, extra_seeds from results/seeds), and their mean, standard deviation and range."""
+    """Per train series, test accuracy (overall and per question type), the same answers' accuracy under the
+    published ChartQA rule (``published_accuracy``) and correct-label share for each train seed (train.seed from
+    results/eval, extra_seeds from results/seeds), and their mean, standard deviation and range; ``why_no_published``
+    names the seeds whose test records have no published score (None when every seed read has them)."""
     import statistics
 
     seeds = (config.train.seed, *config.extra_seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "series": {}}
     for series in in_order(config.seeded_series or config.train_series):
         paths = per_seed_files(results, config, series.id, "eval", "test_accuracy.json")
-        per_seed = {}
+        per_seed, unpublished = {}, []
         for seed, path in paths.items():
             data = read_json(path)
             if data is None:
                 continue
             test = data["test"]
+            if test.get("published_accuracy") is None and test.get("n"):
+                job = "test_accuracy" if seed == config.train.seed else "seed_test_accuracy"
+                unpublished.append(f"seed {seed}: " + published_missing(f"results/{path.relative_to(results)}", job))
             per_seed[seed] = {
                 "all": test["accuracy"],
+                "published_accuracy": test.get("published_accuracy"),
                 **test["accuracy_by_question_type"],
                 "correct_label_share": test["correct_label_share"],
                 "shuffled_images": data["test_shuffled_images"]["accuracy"],
@@ -245,7 +271,11 @@ def seed_spread(results: Path, config: Config) -> dict[str, Any]:
                 "max": max(values) if values else None,
                 "n": len(values),
             }
-        out["series"][series.id] = {"per_seed": per_seed, "spread": spread}
+        out["series"][series.id] = {
+            "per_seed": per_seed,
+            "spread": spread,
+            "why_no_published": "; ".join(unpublished) or None,
+        }
     return out
 
 

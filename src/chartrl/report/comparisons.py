@@ -7,7 +7,8 @@
   train series, each no-tool baseline beside the tool series of its generation;
 - ``scorer_matrix``: every evaluated checkpoint scored by every scorer (chartrl.evaluate.matrix), the cell whose
   scorer is the reward's own accuracy signal marked as the diagonal, and each other cell's drift from it (a paired
-  bootstrap over the same generations);
+  bootstrap over the same generations); beside each row, the same generations under the published ChartQA rule
+  (read from its rule cell's items) or why there is no such figure;
 - ``test_format``: beside each test accuracy, the accuracy among well-formed answers and the truncation rate;
 - ``identical``: train series whose logged metrics are equal at every step, with why, read from the run;
 - ``reference``: the published numbers of the study (``reference_values`` in the config), shown beside ours only
@@ -32,10 +33,12 @@ from chartrl.answers import is_well_formed
 from chartrl.config import Config, to_plain
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
 from chartrl.evaluate.matrix import checkpoint_groups, matrix_files, matrix_scorers
+from chartrl.evaluate.score import PUBLISHED_SCORERS, why_no_published
 from chartrl.report.helpers import (
     binary_interval,
     make_panel,
     no_generations_reason,
+    published_missing,
     run_files,
     split_rows,
     verl_test_accuracy,
@@ -268,10 +271,28 @@ def _items(path: Path) -> dict[str, float] | None:
     return {i["id"]: i["accuracy"] for i in data["items"] if i["accuracy"] is not None}
 
 
+def _published(results: Path, cells: Mapping[str, str], boot: Mapping[str, Any]) -> tuple[dict | None, str | None]:
+    """A matrix row's accuracy under the published ChartQA rule, with the same bootstrap interval as its cells, read
+    from the ``published_score`` of its rule cell's items; or None and why not."""
+    scorer = next((s for s in cells if s in PUBLISHED_SCORERS), None)
+    if scorer is None:
+        return None, why_no_published(next(iter(cells)))
+    path = results / cells[scorer]
+    if not path.is_file():
+        return None, f"no results/{cells[scorer]}"
+    items = json.loads(path.read_text())["items"]
+    if not all("published_score" in i for i in items):
+        job = "matrix_score" if "/matrix_scores_" in cells[scorer] else "score"
+        return None, published_missing(f"results/{cells[scorer]}", job)
+    return bootstrap_mean([i["published_score"] for i in items], **boot), None
+
+
 def scorer_matrix(config: Config, results: Path) -> dict[str, Any]:
     """Rows: each evaluated checkpoint; columns: each scorer; a cell: accuracy with its bootstrap interval, the
     eval series that asked for it, and whether it is the diagonal (the scorer is the reward's own accuracy signal);
-    an off-diagonal cell's drift: its accuracy minus the diagonal's on the same generations (paired bootstrap)."""
+    an off-diagonal cell's drift: its accuracy minus the diagonal's on the same generations (paired bootstrap).
+    Beside each row, ``published``: the same generations under the published ChartQA rule with its interval (None
+    with ``why_no_published`` where there is none)."""
     ev = config.evaluate
     boot = {"samples": ev.bootstrap_samples, "confidence": ev.confidence, "seed": ev.seed}
     groups = checkpoint_groups(config)
@@ -305,6 +326,7 @@ def scorer_matrix(config: Config, results: Path) -> dict[str, Any]:
             if scorer != signal and diagonal is not None:
                 cell["drift"] = bootstrap_paired_gap(items, diagonal, **boot)
             cells[scorer] = cell
+        published, why_not = _published(results, cells_files, boot)
         rows[owner] = {
             "of": trained.id,
             "checkpoint": members[0].checkpoint,
@@ -313,6 +335,8 @@ def scorer_matrix(config: Config, results: Path) -> dict[str, Any]:
             "signal": signal,
             "series": [s.id for s in members],
             "cells": cells,
+            "published": published,
+            "why_no_published": why_not,
         }
     return {"scorers": list(matrix_scorers(config)), "rows": rows, "missing": missing}
 

@@ -20,6 +20,12 @@ HEADLINE = "headline"
 """The headline test accuracy's row among the question types: the types ``evaluate.headline_types`` names."""
 
 
+def published_missing(path: str, job: str) -> str:
+    """Why a scores or test file that should carry published-rule scores has none (``job``: the rule that writes
+    it)."""
+    return f"{path} has no published score (written by an older chartrl): rerun its {job} job"
+
+
 def headline_key(config: Config) -> str:
     """Where a test table holds the headline accuracy: ``headline`` when the config names its types, else ``all``."""
     return "all" if config.evaluate.headline_types is None else HEADLINE
