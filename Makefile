@@ -12,7 +12,7 @@ UV_VERSION := 0.13.9
 SNAKEMAKE := $(BIN)/snakemake
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup run test test-fast rehearsal slurm-check bench dryrun lint lock lock-gpu envs clean
+.PHONY: setup run test test-fast rehearsal slurm-check guide-check bench dryrun lint lock lock-gpu envs clean
 
 setup: $(STAMP)
 
@@ -35,7 +35,7 @@ run: setup
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PYTEST) -m "not rehearsal and not slurm" $(PYTEST_ARGS)
+	$(PYTEST) -m "not rehearsal and not slurm and not guide" $(PYTEST_ARGS)
 
 ## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
 test-fast: setup
@@ -56,6 +56,12 @@ slurm-check: setup
 	command -v slurmctld >/dev/null 2>&1 || test -x /usr/sbin/slurmctld || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; }
 	CHARTRL_REQUIRE_SLURM=1 $(BIN)/python -m pytest -n 0 -s -m slurm tests/test_slurm_cluster.py $(PYTEST_ARGS)
+
+## make guide-check: docs/cluster.md sections 1-5 walked through in order in a fresh clone of this checkout (make
+## setup and make rehearsal there, the data stage on the real ChartQA sample, the plans, the smoke run's dry run:
+## tests/test_cluster_guide.py)
+guide-check: setup
+	$(BIN)/python -m pytest -n 0 -m guide tests/test_cluster_guide.py $(PYTEST_ARGS)
 
 ## make bench: the benchmarks in bench/, written to bench/results.md
 bench: setup

@@ -78,6 +78,12 @@ def _launched_jobs():
     return [job for job in workflow.dag.needrun_jobs() if "launch" in job.rule.params.keys()]
 
 
+def _gpu_jobs():
+    """The jobs of this run whose rule asks for GPUs (the `gpu` resource as the rule declares it: what a job is
+    given is capped by --resources gpu=N, down to 0), read at onstart."""
+    return [job for job in workflow.dag.needrun_jobs() if job.rule.resources.get("gpu").value]
+
+
 def _launched_env_pythons():
     """The Pythons of the conda environments Snakemake made (`--sdm conda`) for the jobs that run through the
     launcher; empty without conda. Read at onstart, when the environments exist."""
@@ -149,8 +155,9 @@ def _stop_local_head():
 
 def _check_verl_gpu_limit():
     """A local run of verl jobs must be limited to the GPUs it has (--resources gpu=N), or Snakemake starts them
-    together; an executor such as Slurm allocates each job's GPUs itself."""
-    if CFG.backend != "verl" or not workflow.local_exec:
+    together; an executor such as Slurm allocates each job's GPUs itself. A run of CPU jobs only (the data stage
+    before a GPU is booked) needs no limit."""
+    if CFG.backend != "verl" or not workflow.local_exec or not _gpu_jobs():
         return
     limit = workflow.global_resources.get("gpu")
     problem = chartrl.gpu_limit_problem(None if limit is None else limit.value, CFG.verl)
@@ -166,6 +173,18 @@ def _check_tracking_store():
     problem = chartrl.shared_sqlite_problem(CFG.mlflow.tracking_uri, "this executor runs the jobs on several nodes")
     if problem:
         raise WorkflowError(problem)
+
+
+def _check_tracking_server():
+    """An MLflow server that does not answer fails the run before its first job: each job's MLflow client would
+    retry it for minutes before failing. On an executor whose jobs run elsewhere (Slurm) the nodes may see the
+    server when this machine does not: said, not refused."""
+    problem = chartrl.unreachable_store_problem(CFG.mlflow.tracking_uri)
+    if problem is None:
+        return
+    if workflow.local_exec:
+        raise WorkflowError(problem)
+    logger.warning(f"{problem} (this machine; the jobs' nodes may reach it)")
 
 
 def _warn_remote_ray_store():
@@ -193,6 +212,7 @@ def _use_forkserver():
 onstart:
     if not workflow.touch:  # `snakemake --touch` (adopting results: docs/running.md) runs no job, needs none of it
         _check_tracking_store()
+        _check_tracking_server()
         _check_verl_gpu_limit()
         if LOCAL_RAY_HEAD and _launched_jobs():  # a run of other jobs only (the data stage on a CPU node) needs none
             _start_local_head()

@@ -368,6 +368,24 @@ def test_an_mlflow_server_is_reachable_when_it_answers_at_all(tmp_path):
         server.shutdown()
 
 
+@pytest.mark.slow
+def test_a_run_whose_mlflow_server_does_not_answer_stops_before_its_first_job(tmp_path):
+    """Each job's MLflow client would retry a dead server for minutes before failing: the run stops at its start
+    instead, naming the address and the key."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    overlay = tmp_path / "server.yaml"
+    overlay.write_text(f"mlflow:\n  tracking_uri: http://127.0.0.1:{closed}\n")
+    result = snakemake(
+        tmp_path, "--cores", "1", "--configfile", str(REPO / "config" / "smoke.yaml"), str(overlay), check=False
+    )
+    assert result.returncode != 0
+    expected = f"cannot reach the MLflow server at mlflow.tracking_uri 'http://127.0.0.1:{closed}'"
+    assert expected in result.stderr + result.stdout
+    assert not (tmp_path / "results").exists()  # no job ran
+
+
 def test_a_dataset_another_job_inserted_meanwhile_is_linked_on_the_next_try(settings, tmp_path, synth_rows):
     """Two jobs starting together log the same split: the store refuses the second insert of the dataset row (a
     unique constraint), and the job tries again, which finds the row and links it; any other error is raised."""

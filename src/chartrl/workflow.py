@@ -34,7 +34,7 @@ from chartrl.launch import VERL_MODULES, judge_key_names, ray_address_problem, s
 from chartrl.ray_head import default_temp_dir, join_head, leave_head, python_problem
 from chartrl.rewards import SCORERS, accuracy_signal, reward_module
 from chartrl.tools.study_checks import tool_data_problems
-from chartrl.tracking import shared_sqlite_problem
+from chartrl.tracking import shared_sqlite_problem, unreachable_store_problem
 from chartrl.verl_backend.checks import gpu_limit_problem
 from chartrl.verl_backend.overrides import WORKDIR, eval_overrides, train_overrides
 from chartrl.verl_backend.shortcut import shortcut_overrides
@@ -75,6 +75,7 @@ __all__ = [
     "submission_id",
     "to_plain",
     "train_overrides",
+    "unreachable_store_problem",
 ]
 
 FACTS_FILE = Path(".snakemake") / "chartrl" / "code_facts.json"
