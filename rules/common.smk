@@ -14,7 +14,7 @@ REPO_ROOT = Path(workflow.basedir)
 os.environ.setdefault("CHARTRL_SOURCE", str(REPO_ROOT))
 # Every job runs `chartrl`: the one beside the Python that runs Snakemake comes first, so `.venv/bin/snakemake`
 # works without activating .venv (a job of a conda environment puts that environment's first when it activates it).
-os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+os.environ.update(PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 # The same checks as `chartrl config check`: an eval series' `of`, dataset references, ... (after the schema),
 # and that the tools of the tool series have label boxes to edit.

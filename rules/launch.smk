@@ -79,8 +79,8 @@ def _launched_jobs():
 
 
 def _gpu_jobs():
-    """The jobs of this run whose rule asks for GPUs (the `gpu` resource as the rule declares it: what a job is
-    given is capped by --resources gpu=N, down to 0), read at onstart."""
+    """The jobs of this run that ask for GPUs, read at onstart: the `gpu` resource as declared, since what a job
+    is given is capped by --resources gpu=N, down to 0."""
     return [job for job in workflow.dag.needrun_jobs() if job.rule.resources.get("gpu").value]
 
 
