@@ -89,9 +89,9 @@ QUESTIONS = [
 ]
 
 
-def _write_samples(path):
+def _write_samples(path, questions=QUESTIONS):
     records = []
-    for q, (truth, _, samples) in enumerate(QUESTIONS):
+    for q, (truth, _, samples) in enumerate(questions):
         for k, (answer, logprob) in enumerate(samples):
             response = f"<answer>{answer}</answer>" if answer is not None else "I cannot tell."
             records.append(
@@ -164,6 +164,39 @@ def test_each_method_scored_with_interval_gap_and_costs(tmp_path):
     assert methods["scs"]["costs"] == {"samples": 12, "sampled_tokens": 4 * (5 + 6 + 7), "judge_items": 4}
     assert methods["oracle"]["costs"]["judge_items"] == 12
     assert result["answer_rate"] == pytest.approx(11 / 12)
+
+
+def test_every_method_has_its_answers_accuracy_under_the_published_rule_beside_chartrls(tmp_path):
+    """2.1 for 2 is exactly 5% off: chartrl's rule accepts it, the published rule's float rounding does not."""
+    from chartrl.answers import relaxed_accuracy
+    from chartrl.evaluate.published_metric import published_relaxed_accuracy
+
+    questions = [("2", "2.1", [("2.1", -0.1), ("2.1", -0.2), ("2", -0.3)]), ("7", "7", [("7", -0.1), ("8", -0.2)])]
+    path = tmp_path / "rerank.parquet"
+    _write_samples(path, questions)
+    greedy = {
+        "aggregate": {},
+        "items": [
+            {
+                "id": f"q{q}#0",
+                "accuracy": relaxed_accuracy(answer, truth),
+                "published_score": published_relaxed_accuracy(answer, truth),
+            }
+            for q, (truth, answer, _) in enumerate(questions)
+        ],
+    }
+    common = {"judge": None, "bootstrap_samples": 100, "confidence": 0.9, "seed": 0}
+    result = rerank_scores(path, greedy, {}, scorer_name="rule", methods=("scs", "confidence", "oracle"), **common)
+    methods = result["methods"]
+    assert methods["greedy"]["accuracy"] == 1.0 and methods["greedy"]["published_accuracy"] == 0.5
+    assert methods["scs"]["accuracy"] == 1.0 and methods["scs"]["published_accuracy"] == 0.5  # "2.1" wins the vote
+    assert methods["oracle"]["published_accuracy"] == 1.0  # q0's third sample says "2"
+    assert methods["mean_sample"]["published_accuracy"] == pytest.approx((1 / 3 + 1 / 2) / 2)
+    # a scores file written without published scores: greedy's figure says so instead of a number
+    for item in greedy["items"]:
+        del item["published_score"]
+    old = rerank_scores(path, greedy, {}, scorer_name="rule", methods=("scs",), **common)["methods"]["greedy"]
+    assert old["published_accuracy"] is None and "rerun its score job" in old["why_no_published"]
 
 
 def test_all_wrong_samples_leave_every_method_at_zero(tmp_path):

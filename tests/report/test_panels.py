@@ -188,6 +188,9 @@ def test_the_rerank_table_shows_every_method_with_its_interval_and_costs(tmp_pat
         assert title in table
     low, high = methods["scs"]["low"], methods["scs"]["high"]
     assert f"[{low:.3f}, {high:.3f}]" in table
+    # the published rule beside chartrl's: each chosen answer's, and the greedy file's absence of it said in place
+    assert "published rule" in table and methods["scs"]["published_accuracy"] == methods["scs"]["accuracy"]
+    assert methods["greedy"]["published_accuracy"] is None and "rerun its score job" in table
 
 
 def test_the_limits_say_when_the_test_figures_read_part_of_the_split():

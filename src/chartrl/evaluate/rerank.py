@@ -27,6 +27,10 @@ Methods (:data:`SELECTORS`, each a pure function of one question's samples, retu
 - ``oracle`` (pass@N): right when any sample is right under the scorer; an upper bound, not a usable method. A
   question whose samples are all wrong but one or more got no judge verdict stays unscored.
 
+Beside each method's accuracy under the rule scorer, ``published_accuracy``: the same chosen answers under the
+published ChartQA rule (chartrl.evaluate.published_metric; the greedy answers' from their scores file); under a
+judge it is None, with ``why_no_published``.
+
 Costs per method: ``samples`` and ``sampled_tokens`` (every method pays for all N samples of every question; the
 greedy answer for one), ``scorer_calls`` (samples sent to the external scorer, and its requests, cache hits and
 tokens when the endpoint reports usage), ``judge_items`` (what the series' scorer judged to score the method: for
@@ -49,7 +53,8 @@ import pyarrow.parquet as pq
 
 from chartrl.answers import extract_answer, parse_number
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-from chartrl.evaluate.score import check_judge_failures
+from chartrl.evaluate.published_metric import published_relaxed_accuracy
+from chartrl.evaluate.score import check_judge_failures, why_no_published
 from chartrl.files import write_atomically
 from chartrl.judge import judge_batch
 from chartrl.judge.prm import ScoreItem
@@ -367,16 +372,39 @@ def rerank_scores(
     scored = get_scorer(scorer_name)([reward_input(r) for r in records], judge)
     check_judge_failures(scored["aggregate"], max_judge_failure_fraction)
     verdict = {item["id"]: item["accuracy"] for item in scored["items"]}
+    no_published = why_no_published(scorer_name)
+    gold = {_key(r): r["ground_truth"] for r in records}
+    published = (
+        {item["id"]: published_relaxed_accuracy(item["answer"], gold[item["id"]]) for item in scored["items"]}
+        if no_published is None
+        else {}
+    )
+
+    def with_published(summary: dict[str, Any], per_question: Mapping[str, float | None]) -> dict[str, Any]:
+        values = [v for v in per_question.values() if v is not None]
+        if no_published is not None:
+            return {**summary, "published_accuracy": None, "why_no_published": no_published}
+        return {**summary, "published_accuracy": sum(values) / len(values) if values else None}
+
     greedy = greedy_accuracies(greedy_scores, ids)
     common = {"samples": bootstrap_samples, "confidence": confidence, "seed": seed}
     n_questions = len(ids)
     greedy_cost = {"samples": len(greedy), "sampled_tokens": sum(greedy_tokens.get(q, 0) for q in greedy)}
+    greedy_published = {  # the first sample of each question, as greedy_accuracies reads it
+        item["id"].removesuffix("#0"): item.get("published_score")
+        for item in greedy_scores["items"]
+        if item["id"].endswith("#0") and item["id"].removesuffix("#0") in greedy
+    }
     result_methods: dict[str, Any] = {
         "greedy": {
-            **_accuracy_summary(greedy, greedy, **common),
+            **with_published(_accuracy_summary(greedy, greedy, **common), greedy_published),
             "costs": greedy_cost,
         }
     }
+    if no_published is None and any(v is None for v in greedy_published.values()):
+        result_methods["greedy"]["published_accuracy"] = None  # a scores file written without its published scores
+        result_methods["greedy"]["why_no_published"] = "its scores file has no published scores: rerun its score job"
+
     pay_all = {"samples": n_samples, "sampled_tokens": sampled_tokens}
     for method in methods:
         if method == "oracle":
@@ -387,9 +415,11 @@ def rerank_scores(
                 best = max(known, default=None)
                 # a judge failure could hide a right sample: without a right one the question stays unscored
                 per_question[qid] = best if best == 1.0 or (known and len(known) == len(values)) else None
+            published_chosen = {qid: max(published.get(_key(r), 0.0) for r in grouped[qid]) for qid in ids}
             costs = {**pay_all, "judge_items": len(records)}
         else:
             per_question = {qid: verdict[_key(grouped[qid][chosen[method][qid]])] for qid in ids}
+            published_chosen = {qid: published.get(_key(grouped[qid][chosen[method][qid]])) for qid in ids}
             costs = {**pay_all, "judge_items": n_questions}
             if method == "scorer":
                 costs["scorer_calls"] = n_samples
@@ -397,7 +427,7 @@ def rerank_scores(
                 costs["fallbacks"] = fallbacks
                 costs.update({f"scorer_{k}": v for k, v in external.usage.as_dict().items()})
         result_methods[method] = {
-            **_accuracy_summary(per_question, greedy, **common),
+            **with_published(_accuracy_summary(per_question, greedy, **common), published_chosen),
             "costs": costs,
             "chosen": {qid: chosen[method][qid] for qid in ids} if method in chosen else None,
         }
@@ -406,8 +436,9 @@ def rerank_scores(
         for qid in ids:
             known = [v for v in (verdict[_key(r)] for r in grouped[qid]) if v is not None]
             per_question[qid] = sum(known) / len(known) if known else None
+        published_mean = {qid: sum(published.get(_key(r), 0.0) for r in grouped[qid]) / len(grouped[qid]) for qid in ids}
         result_methods["mean_sample"] = {
-            **_accuracy_summary(per_question, greedy, **common),
+            **with_published(_accuracy_summary(per_question, greedy, **common), published_mean),
             "costs": {
                 "samples": n_questions,
                 "sampled_tokens": round(sampled_tokens / max(1, n_samples / n_questions)),
