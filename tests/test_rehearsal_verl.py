@@ -19,15 +19,20 @@ from conftest import REPO, reuse_outputs, snakemake
 pytestmark = pytest.mark.slow
 OVERLAYS = ("--configfile", str(REPO / "config" / "gpu.yaml"), str(REPO / "config" / "rehearsal.yaml"))
 STANDIN = REPO / "tests" / "verl_backend" / "verl_standin.py"
-VERL_OVERLAY = "backend: verl\nverl: {agent_num_workers: 1}\n"  # rehearsal.yaml sizes verl for one GPU
+# The stand-in answers with canned responses, so what the warm start taught is never read here: a few of its steps
+# make the same model folder, job and checks (make rehearsal runs the rehearsal's own 40)
+SHORT_WARMSTART = "warmstart: {steps: 4, warmup_steps: 2}\n"
+VERL_OVERLAY = SHORT_WARMSTART + "backend: verl\nverl: {agent_num_workers: 1}\n"  # rehearsal.yaml: verl on one GPU
 EVAL_STEPS = {"e4": ("e1", 1), "e5": ("e2", 4), "e8": ("e6", 2), "e9": ("e6", 2), "e13": ("e10", 4), "e14": ("e10", 4)}
 
 
 @pytest.fixture(scope="module")
 def rehearsal_start(tmp_path_factory):
-    """The rehearsal's data and warm-started model, made on the local backend."""
+    """The rehearsal's data and warm-started model (a short warm start), made on the local backend."""
     workdir = tmp_path_factory.mktemp("rehearsal-start")
-    snakemake(workdir, "--cores", "2", *OVERLAYS, "--until", "warmstart", timeout=1800)
+    short = workdir / "short.yaml"
+    short.write_text(SHORT_WARMSTART)
+    snakemake(workdir, "--cores", "2", *OVERLAYS, str(short), "--until", "warmstart", timeout=1800)
     return workdir
 
 
