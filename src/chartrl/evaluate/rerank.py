@@ -53,8 +53,7 @@ import pyarrow.parquet as pq
 
 from chartrl.answers import extract_answer, parse_number
 from chartrl.evaluate.intervals import bootstrap_mean, bootstrap_paired_gap
-from chartrl.evaluate.published_metric import published_relaxed_accuracy
-from chartrl.evaluate.score import check_judge_failures, why_no_published
+from chartrl.evaluate.score import add_published_scores, check_judge_failures
 from chartrl.files import write_atomically
 from chartrl.judge import judge_batch
 from chartrl.judge.prm import ScoreItem
@@ -369,21 +368,20 @@ def rerank_scores(
         if everything or any(chosen[m][qid] == i for m in chosen)
     }
     records = [r for qid in ids for r in grouped[qid] if _key(r) in needed]
-    scored = get_scorer(scorer_name)([reward_input(r) for r in records], judge)
+    inputs = [reward_input(r) for r in records]
+    scored = get_scorer(scorer_name)(inputs, judge)
+    add_published_scores(scored, inputs, scorer_name)
     check_judge_failures(scored["aggregate"], max_judge_failure_fraction)
     verdict = {item["id"]: item["accuracy"] for item in scored["items"]}
-    no_published = why_no_published(scorer_name)
-    gold = {_key(r): r["ground_truth"] for r in records}
-    published = (
-        {item["id"]: published_relaxed_accuracy(item["answer"], gold[item["id"]]) for item in scored["items"]}
-        if no_published is None
-        else {}
-    )
+    published = {item["id"]: item["published_score"] for item in scored["items"] if "published_score" in item}
 
-    def with_published(summary: dict[str, Any], per_question: Mapping[str, float | None]) -> dict[str, Any]:
+    def with_published(
+        summary: dict[str, Any], per_question: Mapping[str, float | None], missing: str | None = None
+    ) -> dict[str, Any]:
+        reason = scored["aggregate"].get("why_no_published") or missing
+        if reason is not None:
+            return {**summary, "published_accuracy": None, "why_no_published": reason}
         values = [v for v in per_question.values() if v is not None]
-        if no_published is not None:
-            return {**summary, "published_accuracy": None, "why_no_published": no_published}
         return {**summary, "published_accuracy": sum(values) / len(values) if values else None}
 
     greedy = greedy_accuracies(greedy_scores, ids)
@@ -395,15 +393,17 @@ def rerank_scores(
         for item in greedy_scores["items"]
         if item["id"].endswith("#0") and item["id"].removesuffix("#0") in greedy
     }
+    unpublished = any(v is None for v in greedy_published.values())  # a scores file written without them
     result_methods: dict[str, Any] = {
         "greedy": {
-            **with_published(_accuracy_summary(greedy, greedy, **common), greedy_published),
+            **with_published(
+                _accuracy_summary(greedy, greedy, **common),
+                greedy_published,
+                "its scores file has no published scores: rerun its score job" if unpublished else None,
+            ),
             "costs": greedy_cost,
         }
     }
-    if no_published is None and any(v is None for v in greedy_published.values()):
-        result_methods["greedy"]["published_accuracy"] = None  # a scores file written without its published scores
-        result_methods["greedy"]["why_no_published"] = "its scores file has no published scores: rerun its score job"
 
     pay_all = {"samples": n_samples, "sampled_tokens": sampled_tokens}
     for method in methods:
