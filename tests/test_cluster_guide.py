@@ -25,13 +25,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_doc_commands import PLACEHOLDERS, bash_lines, site_example
 
 from conftest import REPO, mlflow_server
 
 pytestmark = [pytest.mark.guide, pytest.mark.slow]
 
 GUIDE = REPO / "docs" / "cluster.md"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SAMPLE_DATA = """
 datasets:                     # the real ChartQA sample stands in for the release the hub would give (section 3)
   chartqa:
@@ -57,11 +57,8 @@ NOT_HERE = {
 GPU_RUN = "--resources gpu="
 """A snakemake command that starts GPU jobs: dry-run here."""
 
-FILLED = {
-    "<this repository>": str(REPO),
-    "--fill F": "--fill 0.4",
-    "--tokens-per-gpu-second T": "--tokens-per-gpu-second 900",
-}
+FILLED = {"<this repository>": str(REPO), **PLACEHOLDERS}
+"""Placeholders filled as a user fills them (tests/test_doc_commands.py's, and the clone's source)."""
 
 
 def guide_commands() -> list[tuple[str, str]]:
@@ -74,22 +71,13 @@ def guide_commands() -> list[tuple[str, str]]:
         if piece.startswith("## "):
             section = piece.split(".")[0].removeprefix("## ")
             continue
-        for block in re.findall(r"^ *```bash\n(.*?)^ *```", piece, re.MULTILINE | re.DOTALL):
-            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
-                line = line.split(" #")[0].strip() if not line.strip().startswith("#") else ""
-                if line:
-                    found.append((section, line))
+        found += [(section, line.split(" #")[0].strip()) for line in bash_lines(piece)]
     return found
 
 
 def _bare(line: str) -> str:
     """A command line without the ``.venv/bin/`` its program is written with."""
     return line.removeprefix(".venv/bin/")
-
-
-def _site_example() -> str:
-    [example] = re.findall(r"`site.yaml`:\n\n```yaml\n(.*?)```", GUIDE.read_text(), re.DOTALL)
-    return example
 
 
 def _fresh_clone(into: Path) -> None:
@@ -149,9 +137,7 @@ def walked(tmp_path_factory):
                     command = command.replace(placeholder, value)
                 words = shlex.split(command)
                 if "site.yaml" in words and not site_written:  # the user writes the guide's overlay first
-                    site = _site_example().replace("<commit>", COMMIT)
-                    site = site.replace("/shared/envs/chartrl-gpu/bin/python", str(shell.cwd / ".venv/bin/python"))
-                    site = site.replace("http://mlflow-host:5000", server)
+                    site = site_example(str(shell.cwd / ".venv/bin/python")).replace("http://mlflow-host:5000", server)
                     site += SAMPLE_DATA.format(sample=shell.cwd / "tests/fixtures/chartqa_real")
                     (shell.cwd / "site.yaml").write_text(site)
                     site_written = True

@@ -55,20 +55,27 @@ USER_WRITTEN = {
 """What a command names that the user writes first (a file, a reward), with where that is checked instead."""
 
 
+def bash_lines(text: str) -> list[str]:
+    """Each command line of ``text``'s ```bash blocks (indented ones too), in order, a continued line joined;
+    comment lines left out."""
+    lines = []
+    for block in re.findall(r"^ *```(?:bash|sh)\n(.*?)^ *```", text, re.MULTILINE | re.DOTALL):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
 def documented_commands() -> list[tuple[str, str]]:
-    """(document, command) for each command of a ```bash block (indented ones too), a continued line joined,
-    ``&&`` chains split, ``.venv/bin/`` dropped from a program's name, comments kept off."""
+    """(document, command) for each command of a ```bash block, ``&&`` chains split, ``.venv/bin/`` dropped from a
+    program's name, comments kept off."""
     found = []
     for path in DOCUMENTS:
-        blocks = re.findall(r"^ *```(?:bash|sh)\n(.*?)^ *```", path.read_text(), re.MULTILINE | re.DOTALL)
-        for block in blocks:
-            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                for command in line.split(" && "):
-                    command = re.sub(r"^\.venv/bin/", "", command.strip())
-                    found.append((str(path.relative_to(REPO)), command))
+        for line in bash_lines(path.read_text()):
+            for command in line.split(" && "):
+                command = re.sub(r"^\.venv/bin/", "", command.strip())
+                found.append((str(path.relative_to(REPO)), command))
     return found
 
 
@@ -79,14 +86,17 @@ def filled(command: str, site: Path) -> list[str]:
     return [str(site) if word == "site.yaml" else word for word in words]
 
 
+def site_example(python: str) -> str:
+    """docs/cluster.md's site overlay, as written there, its commit filled and ``python`` as the GPU environment's."""
+    [example] = re.findall(r"`site.yaml`:\n\n```yaml\n(.*?)```", (REPO / "docs" / "cluster.md").read_text(), re.DOTALL)
+    return example.replace("<commit>", COMMIT).replace("/shared/envs/chartrl-gpu/bin/python", python)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """docs/cluster.md's site overlay, as written there, with this Python as the GPU environment's."""
-    text = (REPO / "docs" / "cluster.md").read_text()
-    [example] = re.findall(r"`site.yaml`:\n\n```yaml\n(.*?)```", text, re.DOTALL)
-    example = example.replace("<commit>", COMMIT).replace("/shared/envs/chartrl-gpu/bin/python", sys.executable)
+    """docs/cluster.md's site overlay with this Python as the GPU environment's."""
     path = tmp_path_factory.mktemp("site") / "site.yaml"
-    path.write_text(example)
+    path.write_text(site_example(sys.executable))
     return path
 
 
