@@ -436,7 +436,9 @@ def rerank_scores(
         for qid in ids:
             known = [v for v in (verdict[_key(r)] for r in grouped[qid]) if v is not None]
             per_question[qid] = sum(known) / len(known) if known else None
-        published_mean = {qid: sum(published.get(_key(r), 0.0) for r in grouped[qid]) / len(grouped[qid]) for qid in ids}
+        published_mean = {
+            qid: sum(published.get(_key(r), 0.0) for r in grouped[qid]) / len(grouped[qid]) for qid in ids
+        }
         result_methods["mean_sample"] = {
             **with_published(_accuracy_summary(per_question, greedy, **common), published_mean),
             "costs": {
