@@ -71,27 +71,27 @@ def test_a_no_tool_trajectory_has_one_pass_and_no_tool_list(gpu_config):
 
 
 @pytest.mark.parametrize(
-    "reference, epochs, checkpointing, forwards, loops",
+    "reference, epochs, checkpointing, forwards",
     [
-        (True, 1, True, 6, 4),  # the study: old, reference, update forward + backward (2) + recomputation
-        (False, 1, True, 5, 3),  # LoRA or no KL: no reference pass
-        (True, 2, False, 8, 6),  # two PPO epochs, no gradient checkpointing
+        (True, 1, True, 6),  # the study: old, reference, update forward + backward (2) + recomputation
+        (False, 1, True, 5),  # LoRA or no KL: no reference pass
+        (True, 2, False, 8),  # two PPO epochs, no gradient checkpointing
     ],
 )
-def test_the_passes_of_a_training_step(reference, epochs, checkpointing, forwards, loops):
+def test_the_passes_of_a_training_step(reference, epochs, checkpointing, forwards):
     assert gpu_hours.forward_passes(reference, epochs, checkpointing) == forwards
-    assert gpu_hours.log_prob_passes(reference, epochs) == loops
 
 
-def test_the_padded_path_computes_at_the_longest_and_pays_the_loop():
-    path, rates = Trajectory(1000, 500, 0), Rates(1, 1, 0.1, 20e-6)
+def test_the_padded_path_computes_at_the_longest():
+    path, rates = Trajectory(1000, 500, 0), Rates(1, 1, 0.1)
     unpadded = TrainingShape(1_000_000_000, True, 1, True, None)
     padded = TrainingShape(1_000_000_000, True, 1, True, 3000)
-    seconds, loop = gpu_hours.training_seconds(path, unpadded, rates)
-    assert loop == 0 and seconds == pytest.approx(1500 * 6 * 2e9 / (989e12 * 0.1))
-    seconds, loop = gpu_hours.training_seconds(path, padded, rates)
-    assert loop == pytest.approx(1500 * 4 * 20e-6)  # the loop runs over real tokens
-    assert seconds == pytest.approx(3000 * 6 * 2e9 / (989e12 * 0.1) + loop)
+    assert gpu_hours.training_seconds(path, unpadded, rates) == pytest.approx(1500 * 6 * 2e9 / (989e12 * 0.1))
+    assert gpu_hours.training_seconds(path, padded, rates) == pytest.approx(3000 * 6 * 2e9 / (989e12 * 0.1))
+    # a micro-batch longer than the budget's longest is computed at its own length
+    assert gpu_hours.training_seconds(Trajectory(4000, 0, 0), padded, rates) == pytest.approx(
+        4000 * 6 * 2e9 / (989e12 * 0.1)
+    )
 
 
 def test_the_central_rates_reproduce_easyr1s_published_step():
@@ -102,7 +102,7 @@ def test_the_central_rates_reproduce_easyr1s_published_step():
     assert 1200 * gpus * 180 / sequences == 675
     path, rates = Trajectory(375, 300, 0), gpu_hours.RATES["central"]
     shape = TrainingShape(ARCH.parameters, reference=True, ppo_epochs=1, checkpointing=True, padded_tokens=None)
-    step = sequences * (gpu_hours.rollout_seconds(path, rates) + gpu_hours.training_seconds(path, shape, rates)[0])
+    step = sequences * (gpu_hours.rollout_seconds(path, rates) + gpu_hours.training_seconds(path, shape, rates))
     assert step / gpus == pytest.approx(180, rel=0.10)
 
 
@@ -116,4 +116,3 @@ def test_every_jobs_range_holds_its_central_estimate(overlays):
         if job.gpu_hours is not None:
             hours = job.gpu_hours
             assert 0 < hours.low < hours.central < hours.high, job.job
-            assert 0 <= hours.loop < hours.central, job.job

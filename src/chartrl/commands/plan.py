@@ -16,7 +16,7 @@ from chartrl.config import Config, load_config
 from chartrl.errors import UsageError
 from chartrl.verl_backend.architectures import model_architecture, unknown_architecture_note
 from chartrl.verl_backend.budget import Assumptions, checkpoint_bytes, logits_path, plan_budget
-from chartrl.verl_backend.gpu_hours import MEASURED_RANGE, RATES
+from chartrl.verl_backend.gpu_hours import MEASURED_RANGE, RATES, UNPRICED_LOOP
 from chartrl.verl_backend.checks import ignored_settings
 from chartrl.verl_backend.memory import GIB
 
@@ -140,13 +140,9 @@ def notes(config: Config, jobs, assumptions) -> list[str]:
     ]
     path = logits_path(config)
     if path == "padded" and not assumptions.measured:
-        loop = sum(job.gpu_hours.loop for job in jobs if job.gpu_hours is not None)
-        central = RATES["central"].loop_seconds_per_token * 1e6
         found.append(
             f"padded path (verl.attn_implementation {config.verl.attn_implementation}, no flash-attn): a micro-batch "
-            "is computed at its longest sequence, and verl computes log-probabilities in a per-token Python loop "
-            f"(logprobs_from_logits_v2): {loop:,.0f} of the central GPU-h, at {central:.0f} us a token per pass "
-            "(not measured: the range spans half to twice it)."
+            f"is computed at its longest sequence (priced); verl's log-probability loop is {UNPRICED_LOOP}."
         )
     architecture = model_architecture(config.model)
     if architecture is None:

@@ -64,8 +64,8 @@ class JobBudget:
     shape: JobShape | None
     """None when the model's sizes are unknown (``architectures.unknown_architecture_note`` says why)."""
     gpu_hours: Hours | None
-    """The central estimate and the range (``Hours.loop``: verl's per-token loop, on the padded path); None when
-    the number of sequences is unknown (a test split not built and not of a known size)."""
+    """The central estimate and the range; None when the number of sequences is unknown (a test split not built
+    and not of a known size)."""
     disk_bytes: float
     """What the job leaves on disk: its kept checkpoints, or the merged model it evaluates."""
     disk_peak_bytes: float
@@ -113,17 +113,15 @@ def sequence_hours(
     paths = {estimate: gpu_hours.trajectory(config, architecture, series, estimate) for estimate in ESTIMATES}
     # on the padded path a micro-batch is computed at its longest sequence: the next estimate's, at most the budget
     padded = {"low": paths["central"].tokens, "central": paths["high"].tokens, "high": longest}
-    hours, loop = {}, 0.0
+    hours = {}
     for estimate, path in paths.items():
         rates = RATES[estimate]
         seconds = (rollouts + answers) * gpu_hours.rollout_seconds(path, rates)
         if training is not None:
             shape = training if training.padded_tokens is None else _padded(training, padded[estimate])
-            train_seconds, loop_seconds = gpu_hours.training_seconds(path, shape, rates)
-            seconds += rollouts * train_seconds
-            loop = rollouts * loop_seconds / 3600 if estimate == "central" else loop
+            seconds += rollouts * gpu_hours.training_seconds(path, shape, rates)
         hours[estimate] = seconds / 3600
-    return Hours(hours["central"], hours["low"], hours["high"], loop)
+    return Hours(hours["central"], hours["low"], hours["high"])
 
 
 def _padded(shape: TrainingShape, tokens: int) -> TrainingShape:

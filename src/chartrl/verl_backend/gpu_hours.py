@@ -13,8 +13,14 @@ computes log-probabilities or gradients (the old policy's, the reference's, and 
 its backward at two forwards' worth and the forward gradient checkpointing recomputes) at ``2 x parameters`` FLOPs a
 token per forward (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", eq. 2.1) over the device's bf16
 peak at a model-FLOPs utilisation. On the padded path (no flash-attn) a micro-batch is computed at its longest
-sequence, so the training passes are priced at the high estimate's sequence; verl's per-token log-probability loop
-(``logprobs_from_logits_v2``) adds its own time per real token and pass.
+sequence, so the training passes are priced at the high estimate's sequence.
+
+Not priced: without flash-attn, verl computes log-probabilities with ``logprobs_from_logits_v2``, a Python loop over
+the rows of the ``[tokens, vocabulary]`` logits (``log_softmax`` and ``gather`` per token, and autograd's backward
+of each in the update). On a GPU such a loop is bound by the host issuing one small kernel after another, a cost
+that only a GPU timing gives and none was made (no GPU where this is developed). A guessed rate would sit in the
+central estimate as if it were known, so the plan leaves it out and says so (:data:`UNPRICED_LOOP`); the smoke
+run's measured throughput includes it, and the re-plan from it (:func:`measured_hours`) is the figure to book on.
 
 Three estimates: ``low`` (short answers, no tool call, fast rates), ``central`` and ``high`` (every pass at its cap,
 slow rates). The rates are not measured on this repository's jobs (no GPU where it is developed): the central ones
@@ -67,22 +73,25 @@ class Rates:
     decode_tokens_per_second: float
     flops_utilisation: float
     """Of :data:`BF16_PEAK_FLOPS`, in the training passes."""
-    loop_seconds_per_token: float
-    """verl's per-token log-probability loop on the padded path, per real token and log-probability pass."""
 
 
 RATES = {
-    "low": Rates(40_000, 3_000, 0.15, 10e-6),
-    "central": Rates(20_000, 1_500, 0.08, 20e-6),
-    "high": Rates(10_000, 750, 0.05, 40e-6),
+    "low": Rates(40_000, 3_000, 0.15),
+    "central": Rates(20_000, 1_500, 0.08),
+    "high": Rates(10_000, 750, 0.05),
 }
 """The central utilisation is EasyR1's published actor MFU for Qwen2.5-VL-3B (8.1%, ``assets/baselines.md`` of
 v0.3.2, 8 x H100); with it, a decode rate of 1,500 tokens per GPU-second reproduces EasyR1 v0.3.0's 180 s step
-(``test_verl_gpu_hours.py``). The prefill rate is a forward pass at ~20% of the bf16 peak for the 3B. The loop's
-20 us is a few eager CUDA kernels and their Python per token (``logprobs_from_logits_v2`` loops over the rows of
-the ``[tokens, vocabulary]`` logits: ``log_softmax``, ``gather``, ``squeeze``, then autograd's backward of each);
-it was not timed, for want of a GPU, so the range spans half to twice it. The low and high rates are half and twice
-the central cost."""
+(``test_verl_gpu_hours.py``). The prefill rate is a forward pass at ~20% of the bf16 peak for the 3B. The low and
+high rates are half and twice the central cost."""
+
+UNPRICED_LOOP = (
+    "not priced: without flash-attn verl computes log-probabilities in a per-token Python loop "
+    "(logprobs_from_logits_v2: log_softmax and gather per token, and their backward in the update), whose time "
+    "only a GPU measures and none was measured; the smoke run's tokens per GPU-second include it: re-plan from "
+    "them (--tokens-per-gpu-second) before booking"
+)
+"""What the plan says in place of a price for verl's log-probability loop on the padded path."""
 
 MEASURED_RANGE = (0.8, 1.5)
 """A plan from the smoke run's measured throughput and fill: the smoke run's few short steps on fewer GPUs say
@@ -162,12 +171,6 @@ def forward_passes(reference: bool, ppo_epochs: int, checkpointing: bool) -> int
     return 1 + (1 if reference else 0) + ppo_epochs * (3 + (1 if checkpointing else 0))
 
 
-def log_prob_passes(reference: bool, ppo_epochs: int) -> int:
-    """Passes through verl's per-token log-probability loop: the old policy's, the reference's and, per PPO epoch,
-    the update's forward and its backward."""
-    return 1 + (1 if reference else 0) + 2 * ppo_epochs
-
-
 @dataclass(frozen=True)
 class TrainingShape:
     """What a train job's training passes cost depends on, beside the trajectory."""
@@ -180,30 +183,23 @@ class TrainingShape:
     """The padded path's sequence length (a micro-batch computed at its longest); None with remove-padding."""
 
 
-def training_seconds(path: Trajectory, shape: TrainingShape, rates: Rates) -> tuple[float, float]:
-    """(GPU-seconds of the training passes over one rollout, of which verl's per-token loop)."""
+def training_seconds(path: Trajectory, shape: TrainingShape, rates: Rates) -> float:
+    """GPU-seconds of the training passes over one rollout (on the padded path, at the micro-batch's longest)."""
     tokens = path.tokens if shape.padded_tokens is None else max(path.tokens, shape.padded_tokens)
     forwards = forward_passes(shape.reference, shape.ppo_epochs, shape.checkpointing)
-    compute = tokens * forwards * 2 * shape.parameters / (BF16_PEAK_FLOPS * rates.flops_utilisation)
-    loop = 0.0
-    if shape.padded_tokens is not None:
-        loop = path.tokens * log_prob_passes(shape.reference, shape.ppo_epochs) * rates.loop_seconds_per_token
-    return compute + loop, loop
+    return tokens * forwards * 2 * shape.parameters / (BF16_PEAK_FLOPS * rates.flops_utilisation)
 
 
 @dataclass(frozen=True)
 class Hours:
-    """A job's GPU-hours: the central estimate, the range, and the per-token loop's share of the central one."""
+    """A job's GPU-hours: the central estimate and the range."""
 
     central: float
     low: float
     high: float
-    loop: float = 0.0
 
     def __add__(self, other: Hours) -> Hours:
-        return Hours(
-            self.central + other.central, self.low + other.low, self.high + other.high, self.loop + other.loop
-        )
+        return Hours(self.central + other.central, self.low + other.low, self.high + other.high)
 
 
 def measured_hours(sequences: int, longest: int, fill: float, tokens_per_gpu_second: float) -> Hours:
