@@ -223,6 +223,34 @@ def test_killed_run_resumes_to_the_same_metrics_and_logs_each_step_once(
     assert client.get_run(run_id).info.status == "FINISHED"
 
 
+@pytest.mark.slow
+def test_an_extra_seeds_run_validates_at_its_last_step_only_and_trains_the_same(
+    uninterrupted, warm_model_dir, splits, served, tmp_path
+):
+    """An extra seed's run (extra_seeds) skips the validations before its last step: the same seed's steps, as
+    an extra seed, are the main run's to the bit, and its one validation is the main run's last."""
+    out, db = tmp_path / "e6", tmp_path / "mlflow.db"
+    command = [*_train_command(warm_model_dir, *splits, out, db), "--extra-seed", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, env=served)
+    assert result.returncode == 0, result.stderr[-3000:]
+    main, extra = _metrics(uninterrupted / "e6/metrics.jsonl"), _metrics(out / "metrics.jsonl")
+    assert [m["step"] for m in main if "val/accuracy" in m] == [0, 2, 4]
+    assert [m["step"] for m in extra if "val/accuracy" in m] == [4]
+    assert [m["step"] for m in extra] == [1, 2, 3, 4]
+
+    def training(m):
+        return {k: v for k, v in m.items() if not k.startswith(("val/", "val_"))}
+
+    for a, b in zip([training(m) for m in extra], [training(m) for m in main if m["step"] > 0], strict=True):
+        assert a == b, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    assert {k: v for k, v in extra[-1].items() if k.startswith("val")} == {
+        k: v for k, v in main[-1].items() if k.startswith("val")
+    }
+    last = [json.loads(line) for line in (uninterrupted / "e6/val_items.jsonl").read_text().splitlines()][-1]
+    assert [json.loads(line) for line in (out / "val_items.jsonl").read_text().splitlines()] == [last]
+    assert json.loads((out / "run.json").read_text())["last_step"] == 4
+
+
 def _running(pid: int) -> bool:
     """The process exists and is not a zombie (an orphan's zombie may wait for a parent that never reaps it)."""
     try:

@@ -7,7 +7,8 @@ One step, as a recipe (EasyR1's ``fit`` shape: named, timed phases filling one f
     adv      group advantages with verl's core_algos (std-normalised for grpo, mean-only for drgrpo)
     update   PPO-clip policy loss (verl), the algorithm's loss aggregation, optional KL to the start policy,
              micro-batches with gradient accumulation, gradient clipping
-    val      every val_every steps (and before the first): greedy rollouts on validation questions
+    val      every val_every steps (and before the first): greedy rollouts on validation questions; an extra
+             seed's run (extra_seeds) validates at its last step only
 
 Beside ``metrics.jsonl`` the run folder holds ``val_items.jsonl``: one line per validation step, each question's
 greedy score (``{"step": N, "scores": {question id: 0 or 1}}``), so the report pairs validation accuracies on the
@@ -264,11 +265,11 @@ class Trainer:
         start, run = self._start_or_resume()
         progress = Progress(f"{job.series.id} train", job.train.steps - start, log, interval=0.0, unit="steps")
         try:
-            if start == 0:
+            if start == 0 and self.validates(0):
                 self._log(run, 0, *self.validate())
             for step in range(start + 1, job.train.steps + 1):
                 metrics, val_scores = self.train_step(step), None
-                if step % job.train.val_every == 0 or step == job.train.steps:
+                if self.validates(step):
                     with timer("val", metrics):
                         val_metrics, val_scores = self.validate()
                         metrics.update(val_metrics)
@@ -293,6 +294,15 @@ class Trainer:
         summary = self._finish(run)
         run.finish("FINISHED")
         return summary
+
+    def validates(self, step: int) -> bool:
+        """Whether the run validates after ``step`` (0: before the first): every ``train.val_every`` steps, before
+        the first and at the last. An extra seed's run validates at its last step only: the curves the report draws
+        are the main run's, and what the verdicts read of an extra seed (its test answers, its last validation for a
+        ``val_accuracy`` hypothesis) needs no more. Sampling is seeded per step, so this changes no step's work."""
+        if step == self.job.train.steps:
+            return True
+        return not self.job.extra_seed and step % self.job.train.val_every == 0
 
     def train_step(self, step: int) -> dict[str, float]:
         import torch
