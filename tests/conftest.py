@@ -50,6 +50,69 @@ def offline_caches(tmp_path_factory):
             os.environ[key] = value
 
 
+def runs_a_program(args) -> bool:
+    """Whether a subprocess's command runs a Python program of this environment: a console script (chartrl,
+    snakemake, mlflow, hf) or ``python`` with a module or a script. ``python -c`` snippets (the symbolic checker's
+    sandbox, import probes) and other tools (git, bash) are not programs in this sense: they take milliseconds."""
+    import shlex
+
+    argv = shlex.split(args) if isinstance(args, str) else [os.fspath(a) for a in args]
+    if not argv or Path(argv[0]).parent != BIN:
+        return False
+    return not Path(argv[0]).name.startswith("python") or (len(argv) > 1 and argv[1] != "-c")
+
+
+PROGRAMS = pytest.StashKey[list]()
+"""The Python programs a test not marked slow started, in its setup (fixtures of any scope) or its call."""
+
+
+@contextlib.contextmanager
+def recording_programs(item):
+    """Record in ``item.stash[PROGRAMS]`` each program (:func:`runs_a_program`) a subprocess starts meanwhile."""
+    started = item.stash.setdefault(PROGRAMS, [])
+    init = subprocess.Popen.__init__
+
+    def recorded(self, args, *rest, **kwargs):
+        if runs_a_program(args):
+            started.append(args if isinstance(args, str) else " ".join(map(os.fspath, args)))
+        init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = recorded
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = init
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """pyproject's ``slow`` marker is for a test that runs Snakemake, a subprocess or a training end to end, which
+    ``make test-fast`` leaves out: programs started by the fixtures a test sets up count as its own."""
+    if item.get_closest_marker("slow"):
+        return (yield)
+    with recording_programs(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A test without the ``slow`` marker that started a Python program of this environment (in its call or its
+    fixtures' setup) fails, naming the command: each such program pays a fresh interpreter's imports, and the inner
+    loop stays what the Makefile says it is."""
+    if item.get_closest_marker("slow"):
+        return (yield)
+    with recording_programs(item):
+        result = yield
+    started = item.stash.get(PROGRAMS, [])
+    if started:
+        pytest.fail(
+            f"started {len(started)} program(s) without the slow marker (the first: {started[0][:200]}): mark the "
+            "test @pytest.mark.slow (make test-fast leaves out what runs a program end to end)",
+            pytrace=False,
+        )
+    return result
+
+
 @contextlib.contextmanager
 def mlflow_server(store_uri: str, folder: Path):
     """``mlflow server`` on ``store_uri``, on a free loopback port, in a process group of its own (its workers with

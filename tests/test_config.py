@@ -340,6 +340,7 @@ def test_several_problems_are_reported_at_once():
     # the cross-reference check runs after the schema passes; the schema problem is reported first
 
 
+@pytest.mark.slow
 def test_cli_config_check_exits_nonzero_with_the_message(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("series:\n  e10:\n    algorithm: dr_grpo\n")

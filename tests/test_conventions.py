@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from conftest import REPO
+from conftest import BIN, REPO, runs_a_program
 
 RULE = re.compile(r"^( *)(?:rule|checkpoint) (\w+):\n((?:\1 {4}.*\n|\s*\n)*)", re.MULTILINE)
 
@@ -176,3 +176,13 @@ def test_every_documented_chartrl_and_make_command_parses(where, line):
     args = build_parser().parse_args(words[1:])
     for name in getattr(args, "configfile", None) or []:
         assert name in USER_FILES or (REPO / name).exists(), f"{where}: {line} names {name}"
+
+
+def test_a_program_of_the_environment_is_told_from_a_snippet_or_another_tool():
+    """What makes an unmarked test fail (tests/conftest.py): a Python program of this environment, not a snippet."""
+    python = str(BIN / "python")
+    assert runs_a_program([BIN / "snakemake", "-n"]) and runs_a_program(f"{BIN}/chartrl plan --configfile x.yaml")
+    assert runs_a_program([python, "-m", "chartrl", "config", "check"])
+    assert runs_a_program([python, str(REPO / "tests/verl_backend/verl_standin.py")])
+    assert not runs_a_program([python, "-c", "import sys"]) and not runs_a_program(["git", "rev-parse", "HEAD"])
+    assert not runs_a_program("bash envs/cpu.post-deploy.sh") and not runs_a_program(["/usr/bin/python3", "-m", "x"])

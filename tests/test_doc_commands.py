@@ -171,6 +171,7 @@ def chartrl_commands() -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,command", chartrl_commands())
 def test_every_documented_chartrl_command_that_reads_runs(where, command, site):
     result = subprocess.run(
@@ -179,6 +180,7 @@ def test_every_documented_chartrl_command_that_reads_runs(where, command, site):
     assert result.returncode == 0, f"{where}: {command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
 
 
+@pytest.mark.slow
 def test_the_plan_for_the_site_is_the_users_plan(site):
     # the guide's site overlay names H200s: the plan the guide tells the user to run prices 141 GiB GPUs
     result = subprocess.run(
@@ -198,6 +200,7 @@ def help_commands() -> list[tuple[str, str]]:
     return [(where, c) for where, c in documented_commands() if _program(c) in ("hf", "mlflow")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,command", help_commands())
 def test_every_documented_hf_and_mlflow_flag_exists(where, command):
     words = shlex.split(command, comments=True)

@@ -34,6 +34,7 @@ def launch(pythonpath: Path, source: Path = REPO) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_copy_older_than_the_checkout_is_refused(tmp_path):
     """A reward fixed in the checkout after the environment was made: the job would train with the old reward."""
     copy = installed_copy(tmp_path)
@@ -45,6 +46,7 @@ def test_a_copy_older_than_the_checkout_is_refused(tmp_path):
     assert "rewards/symbolic.py differ" in result.stderr and f"pip install --no-deps -e {REPO}" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_verl_job_checks_the_copy_of_the_environment_it_runs_in(tmp_path):
     """A Ray job's driver runs in the head's environment (ray.python), which may be another than its launcher's:
     the verl job itself refuses an older copy there, before verl starts."""
@@ -59,6 +61,7 @@ def test_a_verl_job_checks_the_copy_of_the_environment_it_runs_in(tmp_path):
     assert result.returncode == 1 and "judge/prompt.py differ" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_checkouts_own_code_and_an_identical_copy_run(tmp_path):
     assert launch(REPO / "src").returncode == 0  # editable, as .venv and the post-deploy scripts install it
     installed_copy(tmp_path)

@@ -113,6 +113,7 @@ def test_the_launcher_takes_the_local_heads_python_and_checks_it(tmp_path):
     assert job.python == gpu_python and job.entrypoint() == f"cd /w && exec {gpu_python} -m chartrl verl train"
 
 
+@pytest.mark.slow
 def test_chartrl_launch_refuses_a_verl_job_on_a_head_without_vllm(tmp_path):
     """The head runs this environment's Python (the CPU lock: no vLLM): the verl job is refused before anything is
     submitted, naming the Python and the key to set. A local-backend job on the same head is not."""
@@ -141,6 +142,7 @@ def test_a_running_head_of_another_python_is_refused(tmp_path, monkeypatch):
     assert start_head(tmp_path, python="/other/env/bin/python").python == "/other/env/bin/python"  # joined
 
 
+@pytest.mark.slow
 def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path):
     """The single-node command (docs/cluster.md) without a GPU environment: the local head would run Snakemake's own
     Python (no vLLM) and the first verl job would die building its rollout replicas. Refused at the start of the run,
@@ -156,6 +158,7 @@ def test_the_workflow_refuses_a_verl_run_whose_head_cannot_import_vllm(tmp_path)
     assert read_state(default_temp_dir(tmp_path)) is None  # no head started
 
 
+@pytest.mark.slow
 def test_a_run_without_launched_jobs_starts_no_head(tmp_path):
     """The data stage of the study, checked on a CPU node before any GPU is booked: no verl job, so no head and no
     vLLM needed (the data job itself fails here: there is no ChartQA download in this folder)."""
@@ -188,6 +191,7 @@ def inline_job_sees(extra_env: dict[str, str]) -> dict[str, str | None]:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_an_inline_job_never_gets_a_ray_address():
     """The Slurm plugin submits with --export=ALL, so a RAY_ADDRESS left in the submitting shell reaches the job,
     and verl's ray.init() would join that cluster instead of starting its own on the job's node."""
@@ -196,6 +200,7 @@ def test_an_inline_job_never_gets_a_ray_address():
     assert seen["RAY_AUTH_MODE"] == "token"  # the user's own setting, not the workflow's head's: kept
 
 
+@pytest.mark.slow
 def test_an_inline_job_gets_none_of_the_local_heads_client_settings(tmp_path):
     head = {"RAY_ADDRESS": "http://127.0.0.1:20001", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/t/token",
             "CHARTRL_LOCAL_RAY_HEAD": str(tmp_path)}  # fmt: skip

@@ -187,6 +187,7 @@ def _check(*overlays, tmp_path, changes):
     )
 
 
+@pytest.mark.slow
 def test_config_check_passes_the_gpu_config(tmp_path):
     result = _check(tmp_path=tmp_path, changes={})
     assert result.returncode == 0, result.stderr
@@ -194,6 +195,7 @@ def test_config_check_passes_the_gpu_config(tmp_path):
     assert f"config OK: {len(run_series)} series" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_hub_layout_without_boxes_is_refused_naming_the_dataset_and_the_tools(tmp_path):
     hub = {
         "source": "chartqa_hf",
@@ -207,6 +209,7 @@ def test_the_hub_layout_without_boxes_is_refused_naming_the_dataset_and_the_tool
     assert "chartqa_original" in result.stderr  # the fix
 
 
+@pytest.mark.slow
 def test_a_step_no_checkpoint_is_written_at_is_refused(tmp_path):
     result = _check(tmp_path=tmp_path, changes={"series.e4": {"checkpoint": 66}, "series.e5": {"checkpoint": 300}})
     assert result.returncode == 2
@@ -215,11 +218,13 @@ def test_a_step_no_checkpoint_is_written_at_is_refused(tmp_path):
     assert "'series.e5.checkpoint': step 300 of train series e2" in result.stderr and "train.steps" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_gpu_count_that_does_not_divide_the_batch_is_refused(tmp_path):
     result = _check(tmp_path=tmp_path, changes={"verl.n_gpus_per_node": 7})
     assert result.returncode == 2 and "do not split evenly over 7 GPUs" in result.stderr
 
 
+@pytest.mark.slow
 def test_snakemake_refuses_a_study_without_boxes_before_anything_runs(tmp_path):
     data = yaml.safe_load(GPU.read_text())
     data["datasets"]["chartqa"] = {

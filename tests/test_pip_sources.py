@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -40,6 +42,7 @@ def test_no_pip_configuration_leaves_uv_on_pypi():
     assert _module().uv_options({"index-url": "https://mirror/simple"})[:2] == ["--index-url", "https://mirror/simple"]
 
 
+@pytest.mark.slow
 def test_pip_config_is_read_from_this_python(monkeypatch):
     """Files and PIP_* variables both show in ``pip config list``; the environment comes last and wins."""
     monkeypatch.setenv("PIP_FIND_LINKS", "/tmp/chartrl-wheels")

@@ -61,6 +61,7 @@ def test_ray_address_in_the_config_is_refused_at_config_check(address, why, use)
     assert f"config key 'ray.address': value {address!r} " in message and why in message and use in message
 
 
+@pytest.mark.slow
 def test_chartrl_launch_refuses_a_gcs_address_before_submitting():
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "RAY_ADDRESS": "head-node:6379"}
     result = subprocess.run(
@@ -71,6 +72,7 @@ def test_chartrl_launch_refuses_a_gcs_address_before_submitting():
     assert "RAY_ADDRESS 'head-node:6379' is the GCS port" in result.stderr and "http://head-node:8265" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_workflow_stops_on_a_gcs_ray_address_before_any_job(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "head-node:6379")
     result = snakemake(tmp_path, "-n", check=False)

@@ -3,7 +3,11 @@ the filtered split, and the verl backend's answers job."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import REPO, snakemake
+
+pytestmark = pytest.mark.slow
 
 
 def _job_blocks(stdout: str) -> dict[str, list[str]]:

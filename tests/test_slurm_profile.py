@@ -74,6 +74,7 @@ def submit_command(resources: JobResources) -> str:
     return get_submit_command(job, params) + set_gres_string(job)
 
 
+@pytest.mark.slow
 def test_every_job_passes_the_plugin_validation(slurm_jobs):
     assert {"train", "generate", "score", "data_split"} <= set(slurm_jobs)
     for jobs in slurm_jobs.values():
@@ -81,6 +82,7 @@ def test_every_job_passes_the_plugin_validation(slurm_jobs):
             submit_command(resources)  # raises the plugin's WorkflowError on a refused resource
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["train", "generate", "shortcut_answers"])
 def test_verl_jobs_ask_slurm_for_eight_gpus_on_one_node(slurm_jobs, rule):
     for resources in slurm_jobs[rule]:
@@ -90,11 +92,13 @@ def test_verl_jobs_ask_slurm_for_eight_gpus_on_one_node(slurm_jobs, rule):
         assert not any(w.startswith("--gres") for w in words)
 
 
+@pytest.mark.slow
 def test_cpu_jobs_ask_for_no_gpu(slurm_jobs):
     for resources in slurm_jobs["score"]:
         assert "--gpus" not in submit_command(resources)
 
 
+@pytest.mark.slow
 def test_cpu_jobs_go_to_the_default_partition(slurm_jobs):
     """A partition named in default-resources is a placeholder most sites lack ("invalid partition specified" at
     the first sbatch): the CPU jobs name none and go to the cluster's default one (sinfo's *)."""
@@ -103,6 +107,7 @@ def test_cpu_jobs_go_to_the_default_partition(slurm_jobs):
             assert "slurm_partition" not in resources, rule
 
 
+@pytest.mark.slow
 def test_the_rehearsals_jobs_on_the_local_backend_ask_for_no_gpu_node(tmp_path):
     """config/rehearsal.yaml runs the verl rules' names on the local backend, as CPU jobs: they ask for neither GPUs
     nor a GPU node's CPUs and memory, which a CPU partition cannot give (tests/test_slurm_cluster.py submits them)."""
@@ -114,6 +119,7 @@ def test_the_rehearsals_jobs_on_the_local_backend_ask_for_no_gpu_node(tmp_path):
             assert resources["mem_mb"] == 8000, (rule, resources)  # the profile's default
 
 
+@pytest.mark.slow
 def test_the_plugin_refuses_gres_in_slurm_extra(slurm_jobs):
     """What the profile used to do: the plugin's validation refuses it, so the tests above can fail."""
     from snakemake_interface_common.exceptions import WorkflowError
@@ -232,6 +238,7 @@ def submitted(workdir: Path) -> list[str]:
     return [line for line in calls.read_text().splitlines() if line.startswith("sbatch")] if calls.exists() else []
 
 
+@pytest.mark.slow
 def test_jobs_on_several_nodes_are_refused_a_sqlite_mlflow_store(tmp_path):
     """Slurm runs the jobs on several nodes, which would all write one SQLite file on the shared filesystem:
     refused before the first job is submitted, naming the key and the fix (an MLflow server)."""
@@ -242,6 +249,7 @@ def test_jobs_on_several_nodes_are_refused_a_sqlite_mlflow_store(tmp_path):
     assert "mlflow server" in output and submitted(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_local_ray_head_is_refused_when_the_jobs_run_on_other_nodes(tmp_path):
     """A --config on the command line replaces the profile's config list, its launcher=inline with it: the
     workflow would start a local Ray head whose loopback job API no Slurm job can reach. Refused before any job."""
@@ -251,6 +259,7 @@ def test_a_local_ray_head_is_refused_when_the_jobs_run_on_other_nodes(tmp_path):
     assert submitted(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_with_an_mlflow_server_the_jobs_are_submitted_and_a_failed_one_resubmitted(tmp_path):
     """The control: the same run with a server's address gets as far as sbatch, which the fake Slurm refuses; the
     job is submitted again as often as the profile's `retries` says (what resumes a train series cut by its

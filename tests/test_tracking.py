@@ -131,6 +131,7 @@ def test_extra_seeds_run_beside_the_main_run(settings, default_config):
     assert job(0, False).run_name == "e1/train" and job(2, True).run_name == "e1/train/seed2"
 
 
+@pytest.mark.slow
 def test_the_seeds_rules_name_their_runs_as_extra_seeds(tmp_path):
     printed = snakemake(tmp_path, "-n", "-p", f"--configfile={REPO / 'config/seeds.yaml'}").stdout
     lines = [line for line in printed.splitlines() if "results/seeds/e1/seed2" in line and "chartrl " in line]

@@ -291,6 +291,7 @@ def test_the_tiny_model_samples_n_responses_per_question(warm_model_dir, synth_r
     assert result["methods"]["scs"]["costs"]["samples"] == 12
 
 
+@pytest.mark.slow
 def test_rerank_score_command_with_the_external_scorer(tmp_path):
     """``chartrl rerank-score`` as the rule runs it: the external scorer behind the local OpenAI-compatible server
     (key from the environment, never in the log), the chart read from the split, an MLflow run with the methods'

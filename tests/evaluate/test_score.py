@@ -126,6 +126,7 @@ def _score(tmp_path, server, out, check: bool = True, **judge_settings):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_a_rerun_with_the_judge_cached_makes_no_request(tmp_path):
     _generations(tmp_path / "generations.parquet")
     with FakeJudgeServer() as server:
@@ -141,6 +142,7 @@ def test_a_rerun_with_the_judge_cached_makes_no_request(tmp_path):
     assert first["aggregate"]["year_rule"] == "strict"  # evaluate.year_rule, recorded in the scores file
 
 
+@pytest.mark.slow
 def test_unreadable_replies_beyond_the_bound_fail_the_score_naming_the_endpoint(tmp_path):
     # every reply lacks a verdict: four items sent, all four judge failures, one never sent (no answer tag)
     _generations(tmp_path / "generations.parquet")

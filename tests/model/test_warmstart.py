@@ -411,6 +411,7 @@ def test_zoom_demonstration_trains_the_call_and_answer_and_shows_the_zoomed_regi
         assert image_pads and not any(image_pads)
 
 
+@pytest.mark.slow
 def test_a_stopped_warm_start_resumes_from_its_checkpoint_to_the_same_model(tiny_model_dir, mini_rows, default_config,
                                                                             tmp_path, monkeypatch, capsys):  # fmt: skip
     """``chartrl warmstart`` as the rule runs it, stopped (SIGTERM, as Snakemake cancels a job) after step 3 of 6

@@ -167,6 +167,7 @@ def test_the_matrix_marks_the_diagonal_and_the_drift_of_other_cells(config, tmp_
     )
 
 
+@pytest.mark.slow
 def test_the_dag_scores_every_evaluated_checkpoint_with_every_scorer(tmp_path):
     dry = snakemake(tmp_path, "-n", "--quiet", "rules")
     assert re.search(r"matrix_score\s+7\b", dry.stdout), dry.stdout[-2000:]

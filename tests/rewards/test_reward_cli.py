@@ -60,6 +60,7 @@ def test_bad_command_lines_are_named(capsys, args, code, fragments):
         assert fragment in err
 
 
+@pytest.mark.slow
 def test_as_a_command():
     done = subprocess.run(
         [sys.executable, "-m", "chartrl", "reward", "--name", "v1_rule", "--response", "<answer>42</answer>",

@@ -115,6 +115,7 @@ def _values(words):
     return dict(w.split("=", 1) for w in overrides if "=" in w and not w.startswith(">"))
 
 
+@pytest.mark.slow
 def test_the_dry_run_plans_every_gpu_stage_on_four_gpus(dry_run):
     assert sorted(dry_run) == [
         ("generate", "e4"),
@@ -129,6 +130,7 @@ def test_the_dry_run_plans_every_gpu_stage_on_four_gpus(dry_run):
         assert resources.get("gpu") == ("4" if kind != "score" else None)
 
 
+@pytest.mark.slow
 def test_the_train_jobs_run_the_smallest_shape(dry_run):
     for series in ("e1", "e2"):
         values = _values(dry_run["train", series][0])
@@ -141,6 +143,7 @@ def test_the_train_jobs_run_the_smallest_shape(dry_run):
     assert "--secret-env" not in dry_run["train", "e1"][0]  # a rule reward: no key in its Ray job
 
 
+@pytest.mark.slow
 def test_the_evaluation_reads_32_test_questions_at_the_kept_step(dry_run):
     words = dry_run["generate", "e4"][0]
     assert _values(words)["data.val_max_samples"] == "32"

@@ -42,6 +42,7 @@ def test_checkpoints_are_found_and_chosen(checkpoints):
         select_checkpoint(checkpoints, 3)
 
 
+@pytest.mark.slow
 def test_verls_merger_gives_a_hugging_face_folder_with_the_weights(checkpoints, tiny_policy, tmp_path):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 

@@ -48,6 +48,7 @@ def verl_train_on_a_node_with_driver(tmp_path: Path, driver: str) -> subprocess.
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_verl_job_refuses_a_driver_older_than_its_cuda_needs(tmp_path):
     from chartrl.verl_backend.driver import environment_cuda_major
 
@@ -57,6 +58,7 @@ def test_a_verl_job_refuses_a_driver_older_than_its_cuda_needs(tmp_path):
     assert "this node's NVIDIA driver 570.124.06 is older than 580.65.06" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_recent_driver_lets_the_job_go_on(tmp_path):
     result = verl_train_on_a_node_with_driver(tmp_path, "580.95.05")
     assert "NVIDIA driver" not in result.stderr  # it went on (and stopped at the empty spec)

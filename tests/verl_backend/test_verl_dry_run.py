@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # every test reads a dry run of the workflow
 
 
 README_GPU_LIMIT = "--resources gpu=8"  # docs/cluster.md's single-node command: one 8-GPU verl job at a time

@@ -123,6 +123,7 @@ def test_a_verl_checkpoint_is_merged_generated_converted_and_scored(trained, syn
     assert (merged / MERGED_FROM).stat().st_mtime_ns == before
 
 
+@pytest.mark.slow
 def test_generation_overrides_of_another_series_are_refused(trained):
     config, workdir = trained
     job = generation_job(config, workdir, overrides=eval_overrides(config, "e4", workdir))

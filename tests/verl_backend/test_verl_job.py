@@ -99,6 +99,7 @@ def test_a_verl_job_trains_logs_and_summarises(job, tmp_path):
     assert inputs == {f"{tmp_path.name}/{s}": file_sha256(tmp_path / f"{s}.parquet")[:12] for s in ("train", "val")}
 
 
+@pytest.mark.slow
 def test_a_failing_verl_fails_the_job_and_its_run(job, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

@@ -49,6 +49,7 @@ def answers_job(config, workdir, overrides=None):
     )
 
 
+@pytest.mark.slow
 def test_answers_on_verl_then_the_same_filter(verl_filter):
     from chartrl.cli import main
     from chartrl.config import to_plain
