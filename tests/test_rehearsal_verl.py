@@ -44,8 +44,8 @@ def rehearsal_verl(rehearsal_start, tmp_path_factory):
     overlay.write_text(VERL_OVERLAY)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CHARTRL_VERL_ENTRY", f"{sys.executable} {STANDIN}")
-        patch.setenv("STANDIN_STEP_S", "1")  # each stand-in step takes a second ...
-        patch.setenv("CHARTRL_CHECKPOINT_POLL_S", "0.2")  # ... and the keeper looks five times in it
+        patch.setenv("STANDIN_STEP_S", "0.3")  # each stand-in step takes 0.3 s ...
+        patch.setenv("CHARTRL_CHECKPOINT_POLL_S", "0.06")  # ... and the keeper looks five times in it
         # its 12 runs fork from one preloaded stand-in server, as the workflow's jobs fork from chartrl's (1 min less)
         patch.setenv("STANDIN_FORKSERVER", "on")
         # a node with two GPUs: two of the rehearsal's one-GPU verl jobs side by side (the queueing of jobs that need
