@@ -83,6 +83,31 @@ def test_a_shared_prompt_gives_the_logits_and_gradients_of_the_whole_sequences(
         assert relative < 1e-5, (name, float(relative))
 
 
+def test_no_backward_step_adds_rows_that_share_an_index(tiny_policy, synth_rows, default_config):
+    """A group's rows share their head's keys and values, so its gradient sums over the rows. Indexing's backward
+    (``keys[index]``) adds rows that repeat an index with atomic adds on two or more torch threads, in whatever
+    order they land: training at two threads gave other bits now and then. ``index_select``'s backward adds them in
+    row order. No indexing step of the backward graph holds a repeated index."""
+    episodes = _episodes(tiny_policy, _rows(synth_rows), default_config, n=3)
+    batch, picked, positions = _inputs(tiny_policy, episodes)
+    logits = shared_prefix_logits_at(tiny_policy.model, tiny_policy, batch.sequences, batch.prompt_lengths, picked, positions)
+    seen, stack, indexing, repeated = set(), [logits.grad_fn], 0, []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == "IndexBackward0":
+            indexing += 1
+            indices = torch.broadcast_tensors(*(i for i in node._saved_indices if i is not None))
+            addressed = torch.stack(indices, -1).reshape(-1, len(indices))
+            if len(torch.unique(addressed, dim=0)) < len(addressed):
+                repeated.append(tuple(addressed.shape))
+        stack.extend(fn for fn, _ in node.next_functions)
+    assert indexing >= 1  # the logits' positions are picked by indexing, each once
+    assert repeated == [], repeated
+
+
 def test_heads_are_shared_by_content_and_image_identity():
     chart, other = object(), object()
     sequences = [

@@ -80,7 +80,10 @@ def shared_prefix_logits_at(model, policy, sequences: Sequence[TokenSequence], p
     index = torch.tensor(group_of, dtype=torch.long)
     shared = DynamicCache(config=inner.config)
     for layer, held in enumerate(cache.layers):
-        shared.update(held.keys[index], held.values[index], layer)  # (B, kv_heads, H, head_dim), gradient summed
+        # (B, kv_heads, H, head_dim), the gradient summed over a group's rows. index_select, not held.keys[index]:
+        # indexing's backward adds the rows with atomic adds on two or more threads, in whatever order they land,
+        # where index_select's adds them in row order, as indexing does on one thread
+        shared.update(held.keys.index_select(0, index), held.values.index_select(0, index), layer)
     tails, tail_images = [], []
     for sequence, head in zip(sequences, head_of, strict=True):
         tails.append(sequence.ids[head:])
