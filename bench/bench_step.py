@@ -192,13 +192,10 @@ def _results(where: str | None) -> Path:
 
 
 def _trainer(config, results: Path, workdir: Path):
-    from chartrl.commands.spec import read_job_spec, series_from
-    from chartrl.commands.train import READS
-    from chartrl.config import JudgeConfig, MlflowSettings, PromptConfig, RolloutConfig, tools_config, train_config
-    from chartrl.data.contract import read_split
-    from chartrl.model.policy import load_policy
-    from chartrl.rewards import build_reward
-    from chartrl.train.trainer import Trainer, TrainJob
+    """e1's trainer, built as `chartrl train` builds it (chartrl.commands.train), on the results' model and splits."""
+    from chartrl.commands.spec import read_job_spec
+    from chartrl.commands.train import READS, job_trainer, train_job
+    from chartrl.config import MlflowSettings
     from chartrl.workflow import OMIT, job_spec, to_plain
 
     spec = read_job_spec(
@@ -210,25 +207,15 @@ def _trainer(config, results: Path, workdir: Path):
         ),
         READS["train"],
     )
-    train = train_config(spec["train"])
-    series = series_from(spec["series"], train.dataset)
-    job = TrainJob(
-        series=series,
-        train=train,
-        rollout=RolloutConfig(**spec["rollout"]),
-        prompts=PromptConfig(**spec["prompts"]),
-        tools=tools_config(spec["tools"]),
-        spec=spec,
-        keep_steps=(),
+    job = train_job(
+        spec,
+        logged=spec,
         run_dir=workdir / "run",
         mlflow=MlflowSettings(tracking_uri=f"sqlite:///{workdir}/mlflow.db", experiment="bench"),
         base_model=str(results / "models/base"),
         inputs={"train": results / "data/synthchart/train.parquet", "val": results / "data/synthchart/val.parquet"},
     )
-    policy = load_policy(results / "models/base", train=True)
-    reward = build_reward(series.reward.name, dict(series.reward.params), JudgeConfig.from_dict(spec["judge"]))
-    rows = read_split(job.inputs["train"]), read_split(job.inputs["val"])
-    return Trainer(job, policy, reward, *rows), train
+    return job_trainer(job, spec["judge"]), job.train
 
 
 def _train_patches(trainer, phases: Phases):

@@ -50,33 +50,40 @@ def freeze_vision_tower(model) -> int:
     return frozen
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    spec = read_job_spec(args.spec, READS["train"])
+def train_job(
+    spec: dict,
+    *,
+    logged: dict,
+    run_dir: Path,
+    mlflow: MlflowSettings,
+    base_model: str,
+    inputs: dict[str, Path],
+    extra_seed: bool = False,
+) -> TrainJob:
+    """The job a train spec (``read_job_spec(..., READS["train"])``) describes; ``logged``: the spec as the job's
+    params and key hold it."""
     train = train_config(spec["train"])
-    series = series_from(spec["series"], train.dataset)
-    judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
-    # the job's params and key: the keys the rule gave, and the judge's settings only when its reward judges
-    logged = given_spec(args.spec, {name: value for name, value in spec.items() if name != "judge" or judged})
-    if args.extra_seed is not None and args.extra_seed != train.seed:
-        raise UsageError(
-            f"--extra-seed {args.extra_seed} is not the spec's train.seed ({train.seed}); the seeds rule writes both"
-        )
-    use_threads(train.threads)
-    job = TrainJob(
-        series=series,
+    return TrainJob(
+        series=series_from(spec["series"], train.dataset),
         train=train,
         rollout=RolloutConfig(**spec["rollout"]),
         prompts=PromptConfig(**spec["prompts"]),
         tools=tools_config(spec["tools"]),
         spec=logged,
         keep_steps=tuple(spec.get("keep_steps", ())),
-        run_dir=Path(args.out),
-        mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
-        base_model=str(args.model),
-        inputs={"train": Path(args.train), "val": Path(args.val)},
-        extra_seed=args.extra_seed is not None,
+        run_dir=run_dir,
+        mlflow=mlflow,
+        base_model=base_model,
+        inputs=inputs,
+        extra_seed=extra_seed,
     )
-    policy = load_policy(args.model, train=True)
+
+
+def job_trainer(job: TrainJob, judge: dict) -> Trainer:
+    """The trainer of ``job``: its starting model (LoRA and a frozen vision tower as its train section says), its
+    splits, checked (:func:`check_setup`), and its reward (``judge``: the spec's judge section)."""
+    train = job.train
+    policy = load_policy(job.base_model, train=True)
     if train.lora.enabled:
         from peft import LoraConfig, get_peft_model
 
@@ -93,10 +100,34 @@ def cmd_train(args: argparse.Namespace) -> int:
     if train.lora.freeze_vision_tower:
         frozen = freeze_vision_tower(policy.model)
         log.info("vision tower frozen: %d parameter tensors", frozen)
-    train_rows, val_rows = read_split(args.train), read_split(args.val)
+    train_rows, val_rows = read_split(job.inputs["train"]), read_split(job.inputs["val"])
     check_setup(job, policy, train_rows, val_rows)
-    reward = build_reward(series.reward.name, dict(series.reward.params), JudgeConfig.from_dict(spec["judge"]))
-    summary = Trainer(job, policy, reward, train_rows, val_rows).fit()
+    reward = build_reward(job.series.reward.name, dict(job.series.reward.params), JudgeConfig.from_dict(judge))
+    return Trainer(job, policy, reward, train_rows, val_rows)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    spec = read_job_spec(args.spec, READS["train"])
+    train = train_config(spec["train"])
+    series = series_from(spec["series"], train.dataset)
+    judged = accuracy_signal(series.reward.name, series.reward.params) in ("judge", "panel")
+    # the job's params and key: the keys the rule gave, and the judge's settings only when its reward judges
+    logged = given_spec(args.spec, {name: value for name, value in spec.items() if name != "judge" or judged})
+    if args.extra_seed is not None and args.extra_seed != train.seed:
+        raise UsageError(
+            f"--extra-seed {args.extra_seed} is not the spec's train.seed ({train.seed}); the seeds rule writes both"
+        )
+    use_threads(train.threads)
+    job = train_job(
+        spec,
+        logged=logged,
+        run_dir=Path(args.out),
+        mlflow=MlflowSettings(tracking_uri=args.tracking_uri, experiment=args.experiment),
+        base_model=str(args.model),
+        inputs={"train": Path(args.train), "val": Path(args.val)},
+        extra_seed=args.extra_seed is not None,
+    )
+    summary = job_trainer(job, spec["judge"]).fit()
     log.info("%s trained: last step %d, best val %s", series.id, summary["last_step"], summary["best_val"])
     return 0
 
