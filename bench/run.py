@@ -2,7 +2,9 @@
 
 Each figure is measured in this one run, repeated, reported as min / median / max, and, where the issue names a
 peer, side by side with it as a ratio. Nothing here is asserted: speed is reported, not tested. Each stage has a
-module ``bench/bench_<stage>.py`` with ``sections(args) -> list[str]`` (Markdown lines).
+module ``bench/bench_<stage>.py`` with ``sections(args) -> list[str]`` (Markdown lines). With ``--only``, the
+sections those modules write replace the sections of the same ``## `` heading in the existing file (the others and
+its opening stay); a new heading is added at the end.
 """
 
 from __future__ import annotations
@@ -36,6 +38,26 @@ MODULES = (
 )
 
 
+def level2(text: str) -> list[tuple[str, str]]:
+    """``(heading, block)`` for each ``## `` section of ``text`` (its heading line to the next ``## ``); the text
+    before the first comes first with the heading ``""``."""
+    blocks: list[tuple[str, str]] = [("", "")]
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            blocks.append((line.strip(), ""))
+        heading, block = blocks[-1]
+        blocks[-1] = (heading, block + line)
+    return blocks
+
+
+def merged(existing: str, new: str) -> str:
+    """``existing`` with each ``## `` section of ``new`` in place of the one of the same heading, or added at the
+    end; ``new``'s text before its first section is left out."""
+    replacement = {heading: block.rstrip("\n") + "\n\n" for heading, block in level2(new) if heading}
+    kept = [replacement.pop(heading, block) for heading, block in level2(existing)]
+    return "".join(kept + list(replacement.values())).rstrip("\n") + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / "bench" / "results.md"))
@@ -54,8 +76,11 @@ def main() -> None:
     ]
     for name in args.only or MODULES:
         lines += importlib.import_module(name).sections(args)
-    Path(args.out).write_text("\n".join(lines))
-    print("\n".join(lines))
+    text, out = "\n".join(lines), Path(args.out)
+    if args.only and out.exists():  # some sections: the file's other sections stay as they were measured
+        text = merged(out.read_text(), text)
+    out.write_text(text)
+    print(text)
 
 
 if __name__ == "__main__":
