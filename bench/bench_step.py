@@ -328,6 +328,181 @@ def _table(title: str, seconds: dict, counted: Phases, peaks: dict, total: float
     return lines + [""]
 
 
+def _decode_batches(trainer, step: int) -> list[tuple[int, int, int, bool]]:
+    """The decoding loops of train step ``step`` (its two sampled passes; the state restored after): per
+    ``continue_batch`` call, ``(rows, decode steps, tokens fed back, greedy)``."""
+    from chartrl.rollout import kv_reuse
+
+    seen: list[tuple[int, int, int, bool]] = []
+    original = kv_reuse.continue_batch
+
+    def recorded(policy, sequences, caches, params, stop_ids, keep_cache):
+        result = original(policy, sequences, caches, params, stop_ids, keep_cache)
+        completions = result[0]
+        steps = completions.shape[1]
+        # tokens a row needed: up to its stop token, or every step when it never stopped
+        needed = sum(kv_reuse.fed_tokens(row, stop_ids, steps + 1) for row in completions.tolist())
+        seen.append((completions.shape[0], steps, needed, params.greedy))
+        return result
+
+    states = _snapshot(trainer.model, trainer.optimizer)
+    kv_reuse.continue_batch = recorded
+    try:
+        trainer.train_step(step)
+    finally:
+        kv_reuse.continue_batch = original
+        _restore([trainer.model, trainer.optimizer], states)
+    return seen
+
+
+def _decode_step(policy, rows: int, context: int, steps: int = 40) -> tuple[float, float]:
+    """One decoding step of ``rows`` rows after a ``context``-token prefill, as the sampler runs it (a key/value
+    cache, the attention mask, ``logits_to_keep=1``): median wall ms, and the attention kernel's share of the
+    profiled step's operator time."""
+    import torch
+
+    from chartrl.model.positions import vl_model
+    from chartrl.rollout.cache import appending_cache
+
+    model = policy.model
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(10, 1000, (rows, context), generator=generator)
+    cache = appending_cache(vl_model(policy).config, reserve=steps + 1)
+    mask = torch.ones(rows, context, dtype=torch.long)
+    positions = torch.arange(context).view(1, 1, context).expand(3, rows, context)
+    times = []
+
+    def forward(input_ids, position_ids):
+        return model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+
+    with torch.no_grad():
+        forward(ids, positions)
+        for k in range(steps):
+            mask = torch.cat([mask, torch.ones(rows, 1, dtype=torch.long)], dim=1)
+            token = torch.randint(10, 1000, (rows, 1), generator=generator)
+            started = time.perf_counter()
+            if k == steps - 1:
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+                    forward(token, torch.full((3, rows, 1), context + k))
+            else:
+                forward(token, torch.full((3, rows, 1), context + k))
+                times.append(time.perf_counter() - started)
+    events = profile.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key)
+    return statistics.median(times) * 1e3, attention / total if total else 0.0
+
+
+def _subset_identical(policy, threads: int, rows: int = 32, context: int = 150) -> list[int]:
+    """The sizes ``n`` (1..rows) for which the last ``n`` rows of a batch, decoded as a batch of their own, give the
+    same logits to the bit as in the whole batch (prefill and four decoding steps), at ``threads`` threads."""
+    import torch
+
+    from chartrl.model.positions import vl_model
+    from chartrl.rollout.cache import appending_cache
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(10, 1000, (rows, context + 4), generator=generator)
+    mask = torch.ones(rows, context, dtype=torch.long)
+    for row in range(rows):
+        mask[row, : row % 7] = 0  # left padding, as a sampled batch has
+
+    def logits(chosen: list[int]):
+        cache = appending_cache(vl_model(policy).config, reserve=5)
+        m = mask[chosen]
+        positions = torch.arange(context).view(1, 1, context).expand(3, len(chosen), context)
+        outs = []
+        with torch.no_grad():
+            out = policy.model(input_ids=ids[chosen, :context], attention_mask=m, position_ids=positions,
+                               past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+            outs.append(out.logits[:, -1])
+            for k in range(4):
+                m = torch.cat([m, torch.ones(len(chosen), 1, dtype=torch.long)], dim=1)
+                out = policy.model(input_ids=ids[chosen, context + k : context + k + 1], attention_mask=m,
+                                   position_ids=torch.full((3, len(chosen), 1), context + k),
+                                   past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+                outs.append(out.logits[:, -1])
+        return torch.stack(outs, dim=1)
+
+    try:
+        whole = logits(list(range(rows)))
+        return [n for n in range(1, rows + 1) if torch.equal(whole[rows - n :], logits(list(range(rows - n, rows))))]
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _sampling_lines(trainer, results: Path, step: int) -> list[str]:
+    """Where the sampled passes' decoding time goes: the share of decode row-steps spent on rows that had stopped,
+    a decoding step's cost and its attention kernel's share, and which batch sizes leave a row's logits unchanged."""
+    from chartrl.model.policy import load_policy
+
+    kept = sorted((results / f"runs/{TRAIN_SERIES}/checkpoints").glob("step_*"), key=lambda p: int(p.name[5:]))
+    runs = [(f"step {step}, from the warm start", step, None)]
+    if kept:  # a late step: from the last kept checkpoint but one (the last is the run's end)
+        late = kept[-2] if len(kept) > 1 else kept[-1]
+        at = int(late.name[5:]) + 1
+        runs.append((f"step {at}, from the run's kept `{late.name}`", at, late))
+    lines = [
+        f"### {TRAIN_SERIES}: the sampled passes' decoding",
+        "",
+        "A decoding loop runs every row of its batch until the last row stops (finished rows are fed pads, so that "
+        "one `multinomial` draw per step covers the whole batch and a fixed seed draws the same numbers). Row-steps: "
+        "rows x decoding steps, summed over the step's `continue_batch` calls; needed: the tokens up to each row's "
+        "stop.",
+        "",
+        "| train step | pass | batches (rows x steps) | row-steps | needed | share needed |",
+        "|---|---|---|---|---|---|",
+    ]
+    states = _snapshot(trainer.model, trainer.optimizer)
+    try:
+        for label, at, checkpoint in runs:
+            if checkpoint is not None:
+                trainer.model.load_state_dict(load_policy(checkpoint, train=True).model.state_dict())
+            batches = _decode_batches(trainer, at)
+            # a step's calls: pass 1 over its prompts x rollout.n rows, then pass 2 (the rows that called a tool)
+            pass_one, first_pass_rows = [], trainer.job.train.prompts_per_step * trainer.job.rollout.n
+            while batches and sum(b[0] for b in pass_one) < first_pass_rows:
+                pass_one.append(batches.pop(0))
+            for name, group in (("pass 1", pass_one), ("pass 2", batches)):
+                if not group:
+                    continue
+                row_steps = sum(r * s for r, s, _, _ in group)
+                needed = sum(n for _, _, n, _ in group)
+                shapes = ", ".join(f"{r} x {s}" for r, s, _, _ in group)
+                lines.append(f"| {label} | {name} | {shapes} | {row_steps} | {needed} | {needed / row_steps:.0%} |")
+    finally:
+        _restore([trainer.model, trainer.optimizer], states)
+    rows = trainer.job.rollout.batch_size
+    ms, attention = _decode_step(trainer.policy, rows, 200)
+    small_ms, _ = _decode_step(trainer.policy, 8, 200)
+    identical = {t: _subset_identical(trainer.policy, t, rows) for t in (1, 2)}
+
+    def sizes(found: list[int]) -> str:
+        missing = [n for n in range(1, rows + 1) if n not in found]
+        return "all" if not missing else ("none" if len(missing) == rows else f"all but {missing}")
+
+    lines += [
+        "",
+        f"One decoding step after a 200-token prefill: {ms:.2f} ms at {rows} rows, {small_ms:.2f} ms at 8 rows; the "
+        f"attention kernel (`scaled_dot_product_attention`, one query token per row) is {attention:.0%} of the "
+        f"{rows}-row step's operator time. Row subsets of a {rows}-row batch decoded on their own give the same "
+        f"logits to the bit for these sizes: {sizes(identical[1])} at 1 thread; {sizes(identical[2])} at 2 threads. "
+        "So dropping finished rows from the batch leaves every sample as it is only at one thread and down to the "
+        "sizes listed.",
+        "",
+    ]
+    return lines
+
+
 def _job_overhead(results: Path) -> list[str]:
     """The train job's time outside its steps, from the last `make run` (its benchmark and log)."""
     bench = results / f"benchmarks/train/{TRAIN_SERIES}.tsv"
@@ -351,7 +526,7 @@ def _job_overhead(results: Path) -> list[str]:
     return [
         f"The last `make run`'s {TRAIN_SERIES} job (results/benchmarks, results/logs): {job_seconds:.1f} s in all, its "
         f"training loop (steps, validations, checkpoints) {loop} s; from the launcher's first log line to the first "
-        f"step's record {before_first:.1f} s (Ray submission, imports, model load, MLflow run, the first step); "
+        f"step's record {before_first:.1f} s (the launcher, imports, model load, MLflow run, the first step); "
         f"outside the loop {job_seconds - loop:.1f} s (Snakemake's job start, the launcher, the end of the run).",
         "",
     ]
@@ -361,14 +536,17 @@ def _dag(results: Path) -> list[str]:
     """The last `make run`'s critical path (bench/critical_path.py on its Snakemake log)."""
     import critical_path
 
+    def whole_run(log: Path) -> bool:  # a run that reached the report (not a rerun of a few jobs since)
+        return any(job.rule == "report" for job in critical_path.parse(log))
+
     logs = sorted((results.parent / ".snakemake/log").glob("*.snakemake.log"))
-    jobs = next((found for log in reversed(logs) if (found := critical_path.parse(log))), None)
-    if jobs is None:
+    log = next((log for log in reversed(logs) if whole_run(log)), None)
+    if log is None:
         return ["The DAG's critical path needs the Snakemake log of a finished `make run` (.snakemake/log).", ""]
-    log = next(log for log in reversed(logs) if critical_path.parse(log))
+    report = critical_path.report(critical_path.parse(log), 2, log)
     return (
         ["### The DAG: critical path and idle cores (`python bench/critical_path.py`)", ""]
-        + [line.replace(str(results.parent) + "/", "") for line in critical_path.report(jobs, 2, log)]
+        + [line.replace(str(results.parent) + "/", "") for line in report]
         + [""]
     )
 
@@ -434,6 +612,7 @@ def sections(args) -> list[str]:
             f"{val_seconds * validations / train.steps:.3f} s per step amortised.",
             "",
         ]
+        lines += _sampling_lines(trainer, results, step)
         lines += _job_overhead(results)
         lines += _dag(results)
 
