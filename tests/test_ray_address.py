@@ -75,6 +75,14 @@ def test_chartrl_launch_refuses_a_gcs_address_before_submitting():
 @pytest.mark.slow
 def test_the_workflow_stops_on_a_gcs_ray_address_before_any_job(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "head-node:6379")
-    result = snakemake(tmp_path, "-n", check=False)
+    result = snakemake(tmp_path, "-n", "--config", "launcher=ray", check=False)  # the embedded default runs inline
     assert result.returncode != 0
     assert "RAY_ADDRESS 'head-node:6379' is the GCS port" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_an_inline_workflow_reads_no_ray_address(tmp_path, monkeypatch):
+    """With launcher: inline no job is submitted to Ray (a verl job starts its own), so RAY_ADDRESS is not read."""
+    monkeypatch.setenv("RAY_ADDRESS", "head-node:6379")
+    result = snakemake(tmp_path, "-n", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
