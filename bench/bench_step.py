@@ -355,44 +355,54 @@ def _decode_batches(trainer, step: int) -> list[tuple[int, int, int, bool]]:
     return seen
 
 
+class _Decoder:
+    """A prefill of ``ids`` under ``mask`` (left padding as 0), then one token per row a step, as the sampler feeds
+    the model (a key/value cache, the attention mask, ``logits_to_keep=1``); each call returns the last logits."""
+
+    def __init__(self, policy, ids, mask, reserve: int):
+        import torch
+
+        from chartrl.model.positions import vl_model
+        from chartrl.rollout.cache import appending_cache
+
+        self.model, self.mask = policy.model, mask
+        self.rows, self.length = mask.shape
+        self.cache = appending_cache(vl_model(policy).config, reserve=reserve)
+        positions = torch.arange(self.length).view(1, 1, -1).expand(3, self.rows, self.length)
+        self.prefill = self._forward(ids, positions)
+
+    def _forward(self, input_ids, position_ids):
+        out = self.model(input_ids=input_ids, attention_mask=self.mask, position_ids=position_ids,
+                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+        return out.logits[:, -1]
+
+    def step(self, tokens):
+        """Feed ``tokens`` (rows, 1) at the next position."""
+        import torch
+
+        position = self.mask.shape[1]
+        self.mask = torch.cat([self.mask, torch.ones(self.rows, 1, dtype=torch.long)], dim=1)
+        return self._forward(tokens, torch.full((3, self.rows, 1), position))
+
+
 def _decode_step(policy, rows: int, context: int, steps: int = 40) -> tuple[float, float]:
-    """One decoding step of ``rows`` rows after a ``context``-token prefill, as the sampler runs it (a key/value
-    cache, the attention mask, ``logits_to_keep=1``): median wall ms, and the attention kernel's share of the
-    profiled step's operator time."""
+    """One decoding step of ``rows`` rows after a ``context``-token prefill, as the sampler runs it: median wall ms,
+    and the attention kernel's share of the profiled step's operator time."""
     import torch
 
-    from chartrl.model.positions import vl_model
-    from chartrl.rollout.cache import appending_cache
-
-    model = policy.model
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(10, 1000, (rows, context), generator=generator)
-    cache = appending_cache(vl_model(policy).config, reserve=steps + 1)
-    mask = torch.ones(rows, context, dtype=torch.long)
-    positions = torch.arange(context).view(1, 1, context).expand(3, rows, context)
     times = []
-
-    def forward(input_ids, position_ids):
-        return model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-
     with torch.no_grad():
-        forward(ids, positions)
+        ids = torch.randint(10, 1000, (rows, context), generator=generator)
+        decoder = _Decoder(policy, ids, torch.ones(rows, context, dtype=torch.long), reserve=steps + 1)
         for k in range(steps):
-            mask = torch.cat([mask, torch.ones(rows, 1, dtype=torch.long)], dim=1)
             token = torch.randint(10, 1000, (rows, 1), generator=generator)
-            started = time.perf_counter()
             if k == steps - 1:
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
-                    forward(token, torch.full((3, rows, 1), context + k))
+                    decoder.step(token)
             else:
-                forward(token, torch.full((3, rows, 1), context + k))
+                started = time.perf_counter()
+                decoder.step(token)
                 times.append(time.perf_counter() - started)
     events = profile.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
@@ -405,9 +415,6 @@ def _subset_identical(policy, threads: int, rows: int = 32, context: int = 150) 
     same logits to the bit as in the whole batch (prefill and four decoding steps), at ``threads`` threads."""
     import torch
 
-    from chartrl.model.positions import vl_model
-    from chartrl.rollout.cache import appending_cache
-
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     generator = torch.Generator().manual_seed(1)
@@ -417,21 +424,10 @@ def _subset_identical(policy, threads: int, rows: int = 32, context: int = 150) 
         mask[row, : row % 7] = 0  # left padding, as a sampled batch has
 
     def logits(chosen: list[int]):
-        cache = appending_cache(vl_model(policy).config, reserve=5)
-        m = mask[chosen]
-        positions = torch.arange(context).view(1, 1, context).expand(3, len(chosen), context)
-        outs = []
         with torch.no_grad():
-            out = policy.model(input_ids=ids[chosen, :context], attention_mask=m, position_ids=positions,
-                               past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
-            outs.append(out.logits[:, -1])
-            for k in range(4):
-                m = torch.cat([m, torch.ones(len(chosen), 1, dtype=torch.long)], dim=1)
-                out = policy.model(input_ids=ids[chosen, context + k : context + k + 1], attention_mask=m,
-                                   position_ids=torch.full((3, len(chosen), 1), context + k),
-                                   past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
-                outs.append(out.logits[:, -1])
-        return torch.stack(outs, dim=1)
+            decoder = _Decoder(policy, ids[chosen, :context], mask[chosen], reserve=5)
+            steps = [decoder.step(ids[chosen, context + k : context + k + 1]) for k in range(4)]
+        return torch.stack([decoder.prefill, *steps], dim=1)
 
     try:
         whole = logits(list(range(rows)))
@@ -536,14 +532,13 @@ def _dag(results: Path) -> list[str]:
     """The last `make run`'s critical path (bench/critical_path.py on its Snakemake log)."""
     import critical_path
 
-    def whole_run(log: Path) -> bool:  # a run that reached the report (not a rerun of a few jobs since)
-        return any(job.rule == "report" for job in critical_path.parse(log))
-
     logs = sorted((results.parent / ".snakemake/log").glob("*.snakemake.log"))
-    log = next((log for log in reversed(logs) if whole_run(log)), None)
+    parsed = ((log, critical_path.parse(log)) for log in reversed(logs))
+    # the last run that reached the report (not a rerun of a few jobs since)
+    log, jobs = next(((log, jobs) for log, jobs in parsed if any(j.rule == "report" for j in jobs)), (None, None))
     if log is None:
         return ["The DAG's critical path needs the Snakemake log of a finished `make run` (.snakemake/log).", ""]
-    report = critical_path.report(critical_path.parse(log), 2, log)
+    report = critical_path.report(jobs, 2, log)
     return (
         ["### The DAG: critical path and idle cores (`python bench/critical_path.py`)", ""]
         + [line.replace(str(results.parent) + "/", "") for line in report]
