@@ -225,4 +225,100 @@ def test_samples_of_one_prompt_prefilled_once_draw_what_generate_draws(tiny_poli
     assert [e.response_ids for e in shared] == [e.response_ids for e in whole]
     assert len({tuple(e.response_ids) for e in whole}) > 3  # the samples of a prompt differ: a real draw
     for a, b in zip(shared, whole, strict=True):
-        assert max((abs(x - y) for x, y in zip(a.response_logprobs, b.response_logprobs, strict=True)), default=0) < 1e-4
+        assert (
+            max((abs(x - y) for x, y in zip(a.response_logprobs, b.response_logprobs, strict=True)), default=0) < 1e-4
+        )
+
+
+def test_rows_that_stopped_leave_the_decoding_batch_and_change_no_bit(tiny_policy, synth_rows, default_config):
+    """Two sampled passes (the first from a group's shared prompt, the second continuing from the first's kept
+    keys/values), with rows that stop at different steps: dropping the stopped rows from the model's batch gives
+    the tokens, log-probs and kept keys/values of decoding every row to the end, to the last bit, and the model
+    runs fewer rows. At one thread, as the miniature's jobs run: at two, the kernels may split the work by the
+    batch's size and move the last bits. The random tiny model rarely samples a stop token, so a seventh of the
+    vocabulary stops."""
+    from chartrl.rollout import kv_reuse
+
+    policy = tiny_policy
+    stops = [policy.ids.eos, policy.ids.tool_call_end, *range(200, policy.tokenizer.vocab_size, 7)]
+    episodes = start_episodes(
+        policy,
+        synth_rows["val"][:4],
+        with_tools=True,
+        n=1,
+        prompt_config=default_config.prompts,
+        tools=default_config.tools,
+    )
+    first = [TokenSequence(e.runtime_ids, e.images) for e in episodes for _ in range(2)]  # two samples a prompt
+    params = SamplingParams(max_new_tokens=20, temperature=1.0)
+    text = policy.tokenizer.encode(" the answer", add_special_tokens=False)
+    runs, rows = {}, []
+    hook = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for floor in (kv_reuse.MIN_ROWS, 10**6):  # dropping rows, and never dropping (a floor above the batch)
+            rows.clear()
+            original, kv_reuse.MIN_ROWS = kv_reuse.MIN_ROWS, floor
+            try:
+                torch.manual_seed(11)
+                one = sample(policy, first, params, stops, batch_size=8, keep_cache=True)
+                second = [
+                    TokenSequence(s.ids + o.ids[: o.fed] + text, s.images) for s, o in zip(first, one, strict=True)
+                ]
+                two = sample(
+                    policy, second, params, stops, batch_size=8, caches=[o.cache for o in one], keep_cache=True
+                )
+            finally:
+                kv_reuse.MIN_ROWS = original
+            runs[floor] = (one, two, sum(rows))
+    finally:
+        hook.remove()
+        torch.set_num_threads(threads)
+    dropping, whole = runs[kv_reuse.MIN_ROWS], runs[10**6]
+    assert len({len(s.ids) for s in whole[0]}) > 2  # rows stop at different steps
+    assert all(s.reused > 0 for s in whole[1])
+    for a_pass, b_pass in zip(dropping[:2], whole[:2], strict=True):
+        for a, b in zip(a_pass, b_pass, strict=True):
+            assert (a.ids, a.logprobs, a.stop, a.fed, a.reused) == (b.ids, b.logprobs, b.stop, b.fed, b.reused)
+            assert a.cache.ids == b.cache.ids and torch.equal(a.cache.positions, b.cache.positions)
+            pairs = zip(a.cache.keys + a.cache.values, b.cache.keys + b.cache.values, strict=True)
+            assert all(torch.equal(x, y) for x, y in pairs)
+    assert dropping[2] < whole[2]  # row-steps the model ran
+
+
+def test_a_pass_with_nothing_cached_draws_what_generate_draws_to_the_bit(tiny_policy, synth_rows, default_config):
+    """A first pass of distinct prompts (no group to share a prompt) runs the reuse loop from an empty cache:
+    greedy and sampled, the tokens, log-probs and stops of transformers' ``generate``, to the last bit. At one
+    thread, as the miniature's jobs run. The random tiny model rarely samples a stop token, so when sampled a
+    seventh of the vocabulary stops, and rows stop at different steps (greedy, it repeats one token)."""
+    policy = tiny_policy
+    episodes = start_episodes(
+        policy,
+        synth_rows["val"][:8],
+        with_tools=True,
+        n=1,
+        prompt_config=default_config.prompts,
+        tools=default_config.tools,
+    )
+    sequences = [TokenSequence(e.runtime_ids, e.images) for e in episodes]
+    stops = [policy.ids.eos, policy.ids.tool_call_end]
+    cases = [
+        (SamplingParams(max_new_tokens=20, greedy=True), stops),
+        (SamplingParams(max_new_tokens=20, top_p=0.9), stops + list(range(200, policy.tokenizer.vocab_size, 7))),
+    ]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for params, stop_ids in cases:
+            results = {}
+            for reuse in (True, False):
+                torch.manual_seed(13)
+                results[reuse] = sample(policy, sequences, dataclasses.replace(params, kv_reuse=reuse), stop_ids, 8)
+            for a, b in zip(results[True], results[False], strict=True):
+                assert (a.ids, a.logprobs, a.stop, a.fed) == (b.ids, b.logprobs, b.stop, b.fed)
+    finally:
+        torch.set_num_threads(threads)
+    assert len({len(s.ids) for s in results[False]}) > 2  # sampled: rows stop at different steps

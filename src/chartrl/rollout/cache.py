@@ -46,6 +46,16 @@ class AppendingLayer(DynamicLayer):
         self.values = self._value_buffer[..., :total, :]
         return self.keys, self.values
 
+    def reorder_cache(self, beam_idx) -> None:
+        """Keep the rows ``beam_idx`` names, in that order, with the free columns after them."""
+        if self._key_buffer is None:
+            return super().reorder_cache(beam_idx)
+        held = self.get_seq_length()
+        self._key_buffer = self._key_buffer.index_select(0, beam_idx)
+        self._value_buffer = self._value_buffer.index_select(0, beam_idx)
+        self.keys = self._key_buffer[..., :held, :]
+        self.values = self._value_buffer[..., :held, :]
+
 
 def appending_cache(config, reserve: int = RESERVE, data: list[tuple[Any, Any]] | None = None) -> DynamicCache:
     """A ``DynamicCache`` for ``config``'s decoder whose layers append in place, optionally holding ``data`` (per layer,

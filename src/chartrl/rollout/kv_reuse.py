@@ -15,7 +15,9 @@ prefills the rest:
 
 Decoding then follows transformers' own greedy / multinomial loop (the same logits warpers, one ``multinomial``
 draw per step over the whole batch, finished rows padded), so greedy tokens equal those of a full re-prefill
-through ``generate`` up to float noise, and a fixed seed draws the same random numbers.
+through ``generate`` up to float noise, and a fixed seed draws the same random numbers. Rows that have stopped
+leave the model's batch once enough have (:data:`DROP_SHARE`, never below :data:`MIN_ROWS` rows): their draws
+are still taken, on zero logits, and thrown away for pads, so the other rows' draws do not move.
 """
 
 from __future__ import annotations
@@ -172,6 +174,9 @@ def continue_batch(
     stops = torch.tensor(list(stop_ids), dtype=torch.long)
     unfinished = torch.ones(batch, dtype=torch.long)
     next_position = positions.amax(dim=(0, 2)) + 1  # (B,): text continues from the largest position + 1
+    head = cached_len + new_len  # the cache's columns before the first sampled token
+    running = torch.arange(batch)  # the batch row of each row the model runs (the cache's and mask's rows)
+    dropped: dict[int, tuple[list[Any], list[Any]]] = {}  # batch row -> its keys, values (per layer) when dropped
     tokens, logits_steps = [], []
     with torch.no_grad():
         out = policy.model(
@@ -185,7 +190,12 @@ def continue_batch(
         )
         generated = input_ids
         for step in range(params.max_new_tokens):
-            logits = out.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+            last = out.logits[:, -1, :]
+            if len(running) == batch:
+                logits = last.to(copy=True, dtype=torch.float32)
+            else:  # rows that stopped before get zeros: their draws are thrown away for pads
+                logits = last.new_zeros((batch, last.shape[-1]), dtype=torch.float32)
+                logits[running] = last.float()
             logits_steps.append(logits)
             if greedy:
                 next_tokens = torch.argmax(logits, dim=-1)
@@ -195,14 +205,24 @@ def continue_batch(
             next_tokens = next_tokens * unfinished + pad * (1 - unfinished)
             tokens.append(next_tokens)
             generated = torch.cat([generated, next_tokens[:, None]], dim=1)
+            feed = unfinished.bool()  # a row's stop token is fed too: the next pass reuses its keys/values
             unfinished = unfinished & ~torch.isin(next_tokens, stops)
             if unfinished.max() == 0 or step == params.max_new_tokens - 1:
                 break
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=torch.long)], dim=1)
-            step_positions = next_position.view(1, batch, 1).expand(3, batch, 1)
+            keep = _rows_to_run(running, feed)
+            if keep is not None:
+                if keep_cache:
+                    for k in sorted(set(range(len(running))) - set(keep.tolist())):
+                        row = int(running[k])
+                        fed = fed_tokens([int(t[row]) for t in tokens], stop_ids, step + 1)
+                        dropped[row] = _kept(model_cache, k, mask[k], head + fed)
+                model_cache.reorder_cache(keep)
+                running, mask = running[keep], mask[keep]
+            mask = torch.cat([mask, torch.ones((len(running), 1), dtype=torch.long)], dim=1)
+            step_positions = next_position[running].view(1, -1, 1).expand(3, -1, 1)
             next_position = next_position + 1
             out = policy.model(
-                input_ids=next_tokens[:, None],
+                input_ids=next_tokens[running, None],
                 attention_mask=mask,
                 position_ids=step_positions,
                 past_key_values=model_cache,
@@ -214,21 +234,60 @@ def continue_batch(
     row_caches: list[RowCache | None] = [None] * batch
     if keep_cache:
         steps = completions.shape[1]
+        where = {int(row): k for k, row in enumerate(running)}
         for row, (seq, cache, p, pos) in enumerate(zip(sequences, caches, prefix, suffix_positions, strict=True)):
             fed = fed_tokens(completions[row].tolist(), stop_ids, steps)
+            if row in dropped:
+                keys, values = dropped[row]
+            else:
+                keys, values = _kept(model_cache, where[row], mask[where[row]], head + fed)
             start = int(pos.max()) + 1
             gen_positions = (torch.arange(fed) + start).view(1, -1).expand(3, -1)
             parts = [cache.positions[:, :p]] if p else []
-            keep = mask[row].bool()
-            keep[cached_len + new_len + fed :] = False  # pads fed after the row stopped
             row_caches[row] = RowCache(
                 ids=list(seq.ids) + completions[row, :fed].tolist(),
-                keys=[layer.keys[row][:, keep] for layer in model_cache.layers],
-                values=[layer.values[row][:, keep] for layer in model_cache.layers],
+                keys=keys,
+                values=values,
                 positions=torch.cat([*parts, pos, gen_positions], dim=1),
                 images=list(seq.images),
             )
     return completions, logits, prefix, row_caches
+
+
+MIN_ROWS = 4
+"""The fewest rows a decoding step runs once rows are dropped. At one thread, a decoding step on 4 or more rows of a
+batch gives those rows the logits the whole batch gives them, to the bit (``bench/bench_step.py`` checks it); below
+that the matrix kernels may sum in another order."""
+
+DROP_SHARE = 0.75
+"""Finished rows leave the decoding batch when the rows still to feed are at most this share of the rows it runs:
+each drop copies the cache of the rows that stay, so it waits until it saves more than it copies."""
+
+
+def _rows_to_run(running, feed):
+    """Which of the rows the model runs (``running``: their batch rows) to keep running, as indices into them, or
+    None to keep all: the rows whose last token must be fed, topped up to :data:`MIN_ROWS` with stopped ones."""
+    import torch
+
+    needed = feed[running]
+    count = int(needed.sum())
+    if len(running) <= MIN_ROWS or count > DROP_SHARE * len(running):
+        return None
+    keep = torch.nonzero(needed).flatten()
+    if len(keep) < MIN_ROWS:
+        spare = torch.nonzero(~needed).flatten()[: MIN_ROWS - len(keep)]
+        keep = torch.sort(torch.cat([keep, spare])).values
+    return keep
+
+
+def _kept(model_cache, k, mask_row, columns):
+    """Row ``k``'s keys and values per layer in ``model_cache``: the columns its attention mask holds, of the first
+    ``columns`` (the pads it was fed after it stopped left out)."""
+    keep = mask_row.bool().clone()
+    keep[columns:] = False
+    return [layer.keys[k][:, keep] for layer in model_cache.layers], [
+        layer.values[k][:, keep] for layer in model_cache.layers
+    ]
 
 
 def fed_tokens(completion: list[int], stop_ids: Sequence[int], steps: int) -> int:

@@ -1,5 +1,11 @@
-"""One generation pass over a batch of sequences, on transformers ``generate``, with the sampled tokens'
-log-probabilities (the "old" log-probs of the PPO ratio)."""
+"""One generation pass over a batch of sequences, with the sampled tokens' log-probabilities (the "old" log-probs of
+the PPO ratio).
+
+With ``rollout.kv_reuse`` (the default) every pass runs chartrl's own decoding loop
+(:func:`chartrl.rollout.kv_reuse.continue_batch`): a pass with nothing cached prefills its whole sequences, as
+``generate`` would, and gets the same tokens and log-probs to the bit (``tests/rollout/test_kv_reuse.py``), while
+rows that have stopped leave the batch. Without it, or for a model whose ``generation_config`` asks for logits
+processors the loop does not apply, every pass runs transformers' ``generate``."""
 
 from __future__ import annotations
 
@@ -77,9 +83,9 @@ def _sample_batch(
     from chartrl.rollout.cache import appending_cache
 
     temperature = 1.0 if params.greedy else params.temperature
-    if params.kv_reuse and all(cache is None for cache in caches) and _reuse_allowed(policy):
-        caches = kv_reuse.shared_prompt_caches(policy, sequences) or caches  # a group's prompt prefilled once
-    if any(cache is not None for cache in caches) and _reuse_allowed(policy):
+    if params.kv_reuse and _reuse_allowed(policy):
+        if all(cache is None for cache in caches):
+            caches = kv_reuse.shared_prompt_caches(policy, sequences) or caches  # a group's prompt prefilled once
         completions, logits, reused, row_caches = kv_reuse.continue_batch(
             policy, sequences, caches, params, stop_ids, keep_cache
         )
