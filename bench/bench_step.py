@@ -328,21 +328,29 @@ def _table(title: str, seconds: dict, counted: Phases, peaks: dict, total: float
     return lines + [""]
 
 
-def _decode_batches(trainer, step: int) -> list[tuple[int, int, int, bool]]:
+def _decode_batches(trainer, step: int) -> list[tuple[int, int, int, int, bool]]:
     """The decoding loops of train step ``step`` (its two sampled passes; the state restored after): per
-    ``continue_batch`` call, ``(rows, decode steps, tokens fed back, greedy)``."""
+    ``continue_batch`` call, ``(rows, decoding steps, row-steps the model ran, tokens fed back, greedy)``."""
     from chartrl.rollout import kv_reuse
 
-    seen: list[tuple[int, int, int, bool]] = []
+    seen: list[tuple[int, int, int, int, bool]] = []
     original = kv_reuse.continue_batch
 
     def recorded(policy, sequences, caches, params, stop_ids, keep_cache):
-        result = original(policy, sequences, caches, params, stop_ids, keep_cache)
+        calls: list[int] = []
+        hook = policy.model.register_forward_pre_hook(
+            lambda module, args, kwargs: calls.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+        )
+        try:
+            result = original(policy, sequences, caches, params, stop_ids, keep_cache)
+        finally:
+            hook.remove()
         completions = result[0]
         steps = completions.shape[1]
         # tokens a row needed: up to its stop token, or every step when it never stopped
         needed = sum(kv_reuse.fed_tokens(row, stop_ids, steps + 1) for row in completions.tolist())
-        seen.append((completions.shape[0], steps, needed, params.greedy))
+        # the first call is the prefill (its logits give the first token); each further call decodes one token a row
+        seen.append((completions.shape[0], steps, sum(calls[1:]) + len(sequences), needed, params.greedy))
         return result
 
     states = _snapshot(trainer.model, trainer.optimizer)
@@ -440,6 +448,7 @@ def _sampling_lines(trainer, results: Path, step: int) -> list[str]:
     """Where the sampled passes' decoding time goes: the share of decode row-steps spent on rows that had stopped,
     a decoding step's cost and its attention kernel's share, and which batch sizes leave a row's logits unchanged."""
     from chartrl.model.policy import load_policy
+    from chartrl.rollout import kv_reuse
 
     kept = sorted((results / f"runs/{TRAIN_SERIES}/checkpoints").glob("step_*"), key=lambda p: int(p.name[5:]))
     runs = [(f"step {step}, from the warm start", step, None)]
@@ -450,13 +459,15 @@ def _sampling_lines(trainer, results: Path, step: int) -> list[str]:
     lines = [
         f"### {TRAIN_SERIES}: the sampled passes' decoding",
         "",
-        "A decoding loop runs every row of its batch until the last row stops (finished rows are fed pads, so that "
-        "one `multinomial` draw per step covers the whole batch and a fixed seed draws the same numbers). Row-steps: "
-        "rows x decoding steps, summed over the step's `continue_batch` calls; needed: the tokens up to each row's "
-        "stop.",
+        "A decoding loop draws one `multinomial` sample per step for every row of its batch until the last row "
+        "stops, so that a fixed seed draws the same numbers; rows that have stopped leave the model's batch once "
+        f"the rows still going are at most {kv_reuse.DROP_SHARE:.0%} of those it runs (never fewer than "
+        f"{kv_reuse.MIN_ROWS} rows). Row-steps, summed over the step's `continue_batch` calls: all rows x decoding "
+        "steps (every row decoded to the end); run: the rows the model ran, the prefill's logits counted as each "
+        "row's first step; needed: the tokens up to each row's stop.",
         "",
-        "| train step | pass | batches (rows x steps) | row-steps | needed | share needed |",
-        "|---|---|---|---|---|---|",
+        "| train step | pass | batches (rows x steps) | all row-steps | run | needed | needed / run |",
+        "|---|---|---|---|---|---|---|",
     ]
     states = _snapshot(trainer.model, trainer.optimizer)
     try:
@@ -471,10 +482,11 @@ def _sampling_lines(trainer, results: Path, step: int) -> list[str]:
             for name, group in (("pass 1", pass_one), ("pass 2", batches)):
                 if not group:
                     continue
-                row_steps = sum(r * s for r, s, _, _ in group)
-                needed = sum(n for _, _, n, _ in group)
-                shapes = ", ".join(f"{r} x {s}" for r, s, _, _ in group)
-                lines.append(f"| {label} | {name} | {shapes} | {row_steps} | {needed} | {needed / row_steps:.0%} |")
+                row_steps = sum(r * s for r, s, _, _, _ in group)
+                run = sum(g[2] for g in group)
+                needed = sum(g[3] for g in group)
+                shapes = ", ".join(f"{r} x {s}" for r, s, _, _, _ in group)
+                lines.append(f"| {label} | {name} | {shapes} | {row_steps} | {run} | {needed} | {needed / run:.0%} |")
     finally:
         _restore([trainer.model, trainer.optimizer], states)
     rows = trainer.job.rollout.batch_size
@@ -492,8 +504,8 @@ def _sampling_lines(trainer, results: Path, step: int) -> list[str]:
         f"attention kernel (`scaled_dot_product_attention`, one query token per row) is {attention:.0%} of the "
         f"{rows}-row step's operator time. Row subsets of a {rows}-row batch decoded on their own give the same "
         f"logits to the bit for these sizes: {sizes(identical[1])} at 1 thread; {sizes(identical[2])} at 2 threads. "
-        "So dropping finished rows from the batch leaves every sample as it is only at one thread and down to the "
-        "sizes listed.",
+        "So dropping finished rows leaves every sample as it is at one thread, down to the sizes listed (the "
+        "miniature's jobs run at one).",
         "",
     ]
     return lines
