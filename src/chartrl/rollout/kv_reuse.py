@@ -178,7 +178,7 @@ def continue_batch(
     running = torch.arange(batch)  # the batch row of each row the model runs (the cache's and mask's rows)
     dropped: dict[int, tuple[list[Any], list[Any]]] = {}  # batch row -> its keys, values (per layer) when dropped
     tokens, logits_steps = [], []
-    with torch.no_grad():
+    with torch.inference_mode():  # no autograd bookkeeping: the same numbers, less work per operation
         out = policy.model(
             input_ids=input_ids,
             attention_mask=mask,
@@ -358,7 +358,7 @@ def shared_prompt_caches(policy, sequences: Sequence[TokenSequence]) -> list[Row
     heads = [TokenSequence(sequences[i].ids[:-1], sequences[i].images) for i in firsts]
     batch = collate(policy, heads, padding_side="left")
     cache = appending_cache(vl_model(policy).config, reserve=0)
-    with torch.no_grad():
+    with torch.inference_mode():
         vl_model(policy)(**batch, past_key_values=cache, use_cache=True)
     caches = _row_caches(policy, heads, batch, cache)
     return [caches[distinct[key]] for key in keys]

@@ -98,7 +98,7 @@ def _sample_batch(
         else {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": 0}
     )
     cache = appending_cache(vl_model(policy).config, reserve=params.max_new_tokens)
-    with torch.no_grad():
+    with torch.inference_mode():
         generated = policy.model.generate(
             **batch,
             **sampling,
