@@ -119,6 +119,20 @@ def counting(phases: Phases):
     return Count()
 
 
+@contextmanager
+def _no_inference_mode():
+    """``torch.inference_mode`` as ``torch.no_grad`` (the same operations): a dispatch mode does not see the
+    operations of inference mode, where sampling runs."""
+    import torch
+
+    original = torch.inference_mode
+    torch.inference_mode = torch.no_grad
+    try:
+        yield
+    finally:
+        torch.inference_mode = original
+
+
 def mm_peaks(shapes: Counter, budget: float = 0.03) -> dict[tuple[int, int, int], float]:
     """GFLOP/s of ``torch.mm`` for each (m, k, n) that carries work, at this process's thread count: the shapes
     holding 99% of the counted matrix work, at most 40 of them."""
@@ -294,7 +308,7 @@ def measure(run_step, patches_of, state_objects, repeats: int) -> tuple[dict, Ph
             per_phase[name].append(seconds)
     _restore(state_objects, states)
     counted = Phases()
-    with patched(patches_of(counted)), counted.phase("other"), counting(counted):
+    with patched(patches_of(counted)), counted.phase("other"), counting(counted), _no_inference_mode():
         run_step()
     _restore(state_objects, states)
     return {k: statistics.median(v) for k, v in per_phase.items()}, counted, statistics.median(totals)
