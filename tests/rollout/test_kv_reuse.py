@@ -10,6 +10,7 @@ the chart, and the tool turn (observation text and the edited image's tokens) ap
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -33,11 +34,33 @@ def _stop_ids(policy):
     return [policy.ids.eos, policy.ids.tool_call_end]
 
 
+def _many_stops(policy):
+    """The stop ids and a seventh of the vocabulary: the random tiny model rarely samples a stop token, and with
+    these its rows stop at different steps."""
+    return [*_stop_ids(policy), *range(200, policy.tokenizer.vocab_size, 7)]
+
+
+def _episodes(policy, rows, config):
+    return start_episodes(policy, rows, with_tools=True, n=1, prompt_config=config.prompts, tools=config.tools)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """torch at one thread, as the miniature's jobs run (at two, the kernels may split the work by the batch's size
+    and move the last bits)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _two_passes(policy, rows, config, params, *, seed, pass_one=None):
     """Pass 1 on every row (caches kept), a tool turn on the bar-chart rows, and pass 2 on those with and without
     reuse. Returns (pass-2 sequences, pass-2 results without reuse, with reuse, pass-1 results, the pass-1 caches
     of the calling rows)."""
-    episodes = start_episodes(policy, rows, with_tools=True, n=1, prompt_config=config.prompts, tools=config.tools)
+    episodes = _episodes(policy, rows, config)
     first = [TokenSequence(e.runtime_ids, e.images) for e in episodes]
     torch.manual_seed(seed)
     sampled = pass_one or sample(policy, first, params, _stop_ids(policy), batch_size=8, keep_cache=True)
@@ -234,21 +257,12 @@ def test_rows_that_stopped_leave_the_decoding_batch_and_change_no_bit(tiny_polic
     """Two sampled passes (the first from a group's shared prompt, the second continuing from the first's kept
     keys/values), with rows that stop at different steps: dropping the stopped rows from the model's batch gives
     the tokens, log-probs and kept keys/values of decoding every row to the end, to the last bit, and the model
-    runs fewer rows. At one thread, as the miniature's jobs run: at two, the kernels may split the work by the
-    batch's size and move the last bits. The random tiny model rarely samples a stop token, so a seventh of the
-    vocabulary stops."""
+    runs fewer rows. At one thread (``_one_thread``), with the wide stop set (``_many_stops``)."""
     from chartrl.rollout import kv_reuse
 
     policy = tiny_policy
-    stops = [policy.ids.eos, policy.ids.tool_call_end, *range(200, policy.tokenizer.vocab_size, 7)]
-    episodes = start_episodes(
-        policy,
-        synth_rows["val"][:4],
-        with_tools=True,
-        n=1,
-        prompt_config=default_config.prompts,
-        tools=default_config.tools,
-    )
+    stops = _many_stops(policy)
+    episodes = _episodes(policy, synth_rows["val"][:4], default_config)
     first = [TokenSequence(e.runtime_ids, e.images) for e in episodes for _ in range(2)]  # two samples a prompt
     params = SamplingParams(max_new_tokens=20, temperature=1.0)
     text = policy.tokenizer.encode(" the answer", add_special_tokens=False)
@@ -256,27 +270,25 @@ def test_rows_that_stopped_leave_the_decoding_batch_and_change_no_bit(tiny_polic
     hook = policy.model.register_forward_pre_hook(
         lambda module, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     try:
-        for floor in (kv_reuse.MIN_ROWS, 10**6):  # dropping rows, and never dropping (a floor above the batch)
-            rows.clear()
-            original, kv_reuse.MIN_ROWS = kv_reuse.MIN_ROWS, floor
-            try:
-                torch.manual_seed(11)
-                one = sample(policy, first, params, stops, batch_size=8, keep_cache=True)
-                second = [
-                    TokenSequence(s.ids + o.ids[: o.fed] + text, s.images) for s, o in zip(first, one, strict=True)
-                ]
-                two = sample(
-                    policy, second, params, stops, batch_size=8, caches=[o.cache for o in one], keep_cache=True
-                )
-            finally:
-                kv_reuse.MIN_ROWS = original
-            runs[floor] = (one, two, sum(rows))
+        with _one_thread():
+            for floor in (kv_reuse.MIN_ROWS, 10**6):  # dropping rows, and never dropping (a floor above the batch)
+                rows.clear()
+                original, kv_reuse.MIN_ROWS = kv_reuse.MIN_ROWS, floor
+                try:
+                    torch.manual_seed(11)
+                    one = sample(policy, first, params, stops, batch_size=8, keep_cache=True)
+                    second = [
+                        TokenSequence(s.ids + o.ids[: o.fed] + text, s.images) for s, o in zip(first, one, strict=True)
+                    ]
+                    two = sample(
+                        policy, second, params, stops, batch_size=8, caches=[o.cache for o in one], keep_cache=True
+                    )
+                finally:
+                    kv_reuse.MIN_ROWS = original
+                runs[floor] = (one, two, sum(rows))
     finally:
         hook.remove()
-        torch.set_num_threads(threads)
     dropping, whole = runs[kv_reuse.MIN_ROWS], runs[10**6]
     assert len({len(s.ids) for s in whole[0]}) > 2  # rows stop at different steps
     assert all(s.reused > 0 for s in whole[1])
@@ -292,26 +304,17 @@ def test_rows_that_stopped_leave_the_decoding_batch_and_change_no_bit(tiny_polic
 def test_a_pass_with_nothing_cached_draws_what_generate_draws_to_the_bit(tiny_policy, synth_rows, default_config):
     """A first pass of distinct prompts (no group to share a prompt) runs the reuse loop from an empty cache:
     greedy and sampled, the tokens, log-probs and stops of transformers' ``generate``, to the last bit. At one
-    thread, as the miniature's jobs run. The random tiny model rarely samples a stop token, so when sampled a
-    seventh of the vocabulary stops, and rows stop at different steps (greedy, it repeats one token)."""
+    thread (``_one_thread``); sampled, with the wide stop set (``_many_stops``) so that rows stop at different
+    steps (greedy, the random model repeats one token)."""
     policy = tiny_policy
-    episodes = start_episodes(
-        policy,
-        synth_rows["val"][:8],
-        with_tools=True,
-        n=1,
-        prompt_config=default_config.prompts,
-        tools=default_config.tools,
-    )
-    sequences = [TokenSequence(e.runtime_ids, e.images) for e in episodes]
-    stops = [policy.ids.eos, policy.ids.tool_call_end]
-    cases = [
-        (SamplingParams(max_new_tokens=20, greedy=True), stops),
-        (SamplingParams(max_new_tokens=20, top_p=0.9), stops + list(range(200, policy.tokenizer.vocab_size, 7))),
+    sequences = [
+        TokenSequence(e.runtime_ids, e.images) for e in _episodes(policy, synth_rows["val"][:8], default_config)
     ]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    cases = [
+        (SamplingParams(max_new_tokens=20, greedy=True), _stop_ids(policy)),
+        (SamplingParams(max_new_tokens=20, top_p=0.9), _many_stops(policy)),
+    ]
+    with _one_thread():
         for params, stop_ids in cases:
             results = {}
             for reuse in (True, False):
@@ -319,6 +322,4 @@ def test_a_pass_with_nothing_cached_draws_what_generate_draws_to_the_bit(tiny_po
                 results[reuse] = sample(policy, sequences, dataclasses.replace(params, kv_reuse=reuse), stop_ids, 8)
             for a, b in zip(results[True], results[False], strict=True):
                 assert (a.ids, a.logprobs, a.stop, a.fed) == (b.ids, b.logprobs, b.stop, b.fed)
-    finally:
-        torch.set_num_threads(threads)
     assert len({len(s.ids) for s in results[False]}) > 2  # sampled: rows stop at different steps

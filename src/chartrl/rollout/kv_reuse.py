@@ -285,9 +285,15 @@ def _kept(model_cache, k, mask_row, columns):
     ``columns`` (the pads it was fed after it stopped left out)."""
     keep = mask_row.bool().clone()
     keep[columns:] = False
-    return [layer.keys[k][:, keep] for layer in model_cache.layers], [
-        layer.values[k][:, keep] for layer in model_cache.layers
-    ]
+    return _row_keys_values(model_cache, k, keep)
+
+
+def _row_keys_values(model_cache, row, columns):
+    """Per layer, the keys and the values of batch row ``row`` in ``model_cache`` at ``columns`` (a boolean mask)."""
+    return (
+        [layer.keys[row][:, columns] for layer in model_cache.layers],
+        [layer.values[row][:, columns] for layer in model_cache.layers],
+    )
 
 
 def fed_tokens(completion: list[int], stop_ids: Sequence[int], steps: int) -> int:
@@ -329,11 +335,12 @@ def _row_caches(policy, sequences, batch, past_key_values, completions=None, fed
         start = int(prompt_positions.max()) + 1
         gen_positions = (torch.arange(row_fed) + start).view(1, -1).expand(3, -1)
         sampled = completions[row, :row_fed].tolist() if row_fed else []
+        keys, values = _row_keys_values(past_key_values, row, keep)
         out.append(
             RowCache(
                 ids=batch["input_ids"][row, real].tolist() + sampled,
-                keys=[layer.keys[row][:, keep] for layer in past_key_values.layers],
-                values=[layer.values[row][:, keep] for layer in past_key_values.layers],
+                keys=keys,
+                values=values,
                 positions=torch.cat([prompt_positions, gen_positions], dim=1),
                 images=list(sequences[row].images),
             )
