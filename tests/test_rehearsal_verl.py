@@ -22,7 +22,9 @@ STANDIN = REPO / "tests" / "verl_backend" / "verl_standin.py"
 # The stand-in answers with canned responses, so what the warm start taught is never read here: a few of its steps
 # make the same model folder, job and checks (make rehearsal runs the rehearsal's own 40)
 SHORT_WARMSTART = "warmstart: {steps: 4, warmup_steps: 2}\n"
-VERL_OVERLAY = SHORT_WARMSTART + "backend: verl\nverl: {agent_num_workers: 1}\n"  # rehearsal.yaml: verl on one GPU
+# rehearsal.yaml: verl on one GPU. The tool-path check runs the local executor whatever the backend: make rehearsal
+# checks it (tests/test_rehearsal.py), tests/rollout/test_tool_path.py its job; here it would only repeat them
+VERL_OVERLAY = SHORT_WARMSTART + "backend: verl\nverl: {agent_num_workers: 1}\nevaluate: {tool_path_check: false}\n"
 EVAL_STEPS = {"e4": ("e1", 1), "e5": ("e2", 4), "e8": ("e6", 2), "e9": ("e6", 2), "e13": ("e10", 4), "e14": ("e10", 4)}
 
 
