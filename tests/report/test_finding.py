@@ -91,15 +91,54 @@ def test_the_finding_says_who_beats_the_start_and_the_baseline_and_what_the_diag
     assert finding["versus_baseline"]["e1 - e3"]["mean"] == pytest.approx(0.29)
     first, baseline, diagonal, collapse = finding["sentences"][:4]
     assert "above: e1 +0.300" in first and "below: e6" in first and "not told apart" in first and "e3" in first
-    assert baseline.startswith("Each tool policy against its generation's no-tool baseline: above: e1 - e3 +0.290")
+    # the embedded default trains seeds 1 and 2 too: each sentence names the seed it reads
+    assert first.startswith("Greedy test accuracy against the warm start on train seed 0 (paired 95% intervals")
+    assert "in parentheses" not in first and finding["versus_warm_start_seeds"] == {}  # no other seed's results
+    assert baseline.startswith(
+        "Each tool policy against its generation's no-tool baseline on train seed 0: above: e1 - e3 +0.290"
+    )
     assert diagonal.startswith(
-        "The diagonal check flags reward hacking in e14 (judge over rule +0.250 [+0.170, +0.330])"
+        "On train seed 0, the diagonal check flags reward hacking in e14 (judge over rule +0.250 [+0.170, +0.330])"
     )
     assert "no hacking detected in e9 (judge over rule +0.000 [-0.030, +0.030])" in diagonal
     # every compare question answered Yes by the warm start, e1 and e3 (No by e6): named, with the gold share
     assert "compare questions get 'Yes' from warmstart (tools), warmstart (no tool), e1, e3" in collapse
     assert "0.50 of the gold answers are 'Yes'" in collapse and "compare questions get 'No' from e6" in collapse
     assert finding["sentences"][4].startswith("Hypotheses (one train seed: the test questions' noise only): ")
+
+
+def test_each_other_train_seeds_gain_over_the_warm_start_stands_beside_the_first_seeds(config, tmp_path):
+    """A series trained under the other seeds has its gain over the (one) warm start on each beside train seed 0's,
+    each paired over that seed's own answers; a seed without results is left out, not guessed. A run of one train
+    seed names no seed in its sentences (its page says "Single seed" below them)."""
+    results = tmp_path / "results"
+    _test_file(results / "eval/warmstart/test_accuracy_tools_on.json", 20)
+    _test_file(results / "eval/warmstart/test_accuracy_tools_off.json", 20)
+    _test_file(results / "eval/e1/test_accuracy.json", 50)  # seed 0: 0.70 against 0.40
+    _test_file(results / "seeds/e1/seed1/test_accuracy.json", 45)  # seed 1: 0.65
+    _test_file(results / "seeds/e1/seed2/test_accuracy.json", 10)  # seed 2: 0.30, below the warm start
+    _test_file(results / "eval/e3/test_accuracy.json", 20)
+    _test_file(results / "seeds/e3/seed2/test_accuracy.json", 35)  # seed 1's e3 is missing
+    metrics = build_report(config, results, tmp_path / "report")
+    finding = metrics["finding"]
+    seeds = finding["versus_warm_start_seeds"]
+    assert set(seeds) == {"e1", "e3"} and list(seeds["e1"]) == ["1", "2"] and list(seeds["e3"]) == ["2"]
+    assert [seeds["e1"][s]["mean"] for s in ("1", "2")] == [pytest.approx(0.25), pytest.approx(-0.10)]
+    assert seeds["e1"]["2"]["high"] < 0 and seeds["e3"]["2"]["mean"] == pytest.approx(0.15)
+    first = finding["sentences"][0]
+    assert "(paired 95% intervals over the same questions; on the other train seeds in parentheses)" in first
+    e1, own = seeds["e1"], finding["versus_warm_start"]["e1"]
+    assert (
+        f"e1 +0.300 [{own['low']:+.3f}, {own['high']:+.3f}]"
+        f" (seed 1 +0.250 [{e1['1']['low']:+.3f}, {e1['1']['high']:+.3f}], seed 2 -0.100 ["
+    ) in first
+    page = (tmp_path / "report/index.html").read_text()
+    assert "Greedy test accuracy of each policy on train seed 0 (each" in page
+
+    single = dataclasses.replace(config, extra_seeds=())
+    one = build_report(single, results, tmp_path / "report_single")["finding"]
+    assert one["versus_warm_start_seeds"] == {}
+    assert one["sentences"][0].startswith("Greedy test accuracy against the warm start (paired 95% intervals")
 
 
 def test_the_headline_has_a_row_per_policy_each_cell_a_number_or_why_not(config, report):

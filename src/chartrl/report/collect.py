@@ -30,7 +30,7 @@ from chartrl.report.helpers import (
     split_rows,
     verl_test_accuracy,
 )
-from chartrl.report.hypotheses import collect_hypotheses
+from chartrl.report.hypotheses import collect_hypotheses, hypothesis_seeds
 from chartrl.report.order import generations_in_order, in_order
 from chartrl.report.recipes import collect_recipes
 from chartrl.report.rerank import collect_rerank
@@ -229,6 +229,19 @@ def per_seed_files(results: Path, config: Config, series: str, main: str, name: 
     paths = {config.train.seed: results / main / series / name}
     paths.update({k: results / "seeds" / series / f"seed{k}" / name for k in config.extra_seeds})
     return paths
+
+
+def seed_test_records(results: Path, config: Config) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """The greedy test records of each series trained under each other train seed (the hypotheses' seeds less
+    train.seed): seed -> series id -> records, from ``results/seeds/{series}/seed{k}/test_accuracy.json`` where it
+    is there."""
+    out: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for seed in hypothesis_seeds(config)[1:]:
+        for series in in_order(config.seeded_series or config.train_series):
+            data = read_json(per_seed_files(results, config, series.id, "eval", "test_accuracy.json")[seed])
+            if data is not None:
+                out.setdefault(seed, {})[series.id] = data["test"]["items"]
+    return out
 
 
 def seed_spread(results: Path, config: Config) -> dict[str, Any]:
@@ -450,7 +463,9 @@ def collect(config: Config, results: Path) -> dict[str, Any]:
         },
         "training": {sid: t for sid, t in train.items() if t is not None},
         "matched_steps": matched_steps(config, train),
-        "finding": finding(config, accuracy, records, diagonals, collapse, hypotheses),
+        "finding": finding(
+            config, accuracy, records, diagonals, collapse, hypotheses, seed_test_records(results, config)
+        ),
         "headline": headline_section(config, results, records),
         "hypotheses": hypotheses,
         "answer_collapse": collapse,

@@ -9,7 +9,9 @@ check that reads its checkpoint, with its interval and verdict. A cell the run h
 
 The sentences say which policies beat the warm start and their generation's no-tool baseline (paired bootstrap
 intervals over the same test questions: beats when the interval lies above 0), what the diagonal check flags,
-which question types' answers collapse to one value, and how the hypotheses fared.
+which question types' answers collapse to one value, and how the hypotheses fared. In a run of several train seeds
+they name the seed they read (``train.seed``), and each series trained under the other seeds (``extra_seeds``) has
+its gain over the warm start on each of them beside its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from chartrl.config import Config, TrainSeries
 from chartrl.evaluate.intervals import bootstrap_paired_gap
 from chartrl.evaluate.matrix import checkpoint_groups
 from chartrl.report.helpers import headline_key
+from chartrl.report.hypotheses import hypothesis_seeds
 from chartrl.report.order import in_order, is_numbered
 
 WARM_START = {True: "warmstart (tools)", False: "warmstart (no tool)"}
@@ -190,17 +193,37 @@ def versus_warm_start(config: Config, records: Mapping[str, Sequence[Mapping[str
     return out
 
 
-def _comparison_sentence(label: str, gaps: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """ "<label>: beats it: a +x [l, h]; below it: ...; not told apart: ..." over ``gaps`` (name -> gap)."""
+def seeds_versus_warm_start(
+    config: Config,
+    records: Mapping[str, Sequence[Mapping[str, Any]]],
+    seed_records: Mapping[int, Mapping[str, Sequence[Mapping[str, Any]]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """``versus_warm_start`` on each other train seed: series id -> seed (a string, as in metrics.json) -> gap, from
+    ``seed_records`` (seed -> series id -> that seed's greedy test records) against the one warm start's records."""
+    starts = {name: records[name] for name in WARM_START.values() if name in records}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for seed, by_series in sorted(seed_records.items()):
+        for sid, gap in versus_warm_start(config, {**by_series, **starts}).items():
+            out.setdefault(sid, {})[str(seed)] = gap
+    return out
+
+
+def _comparison_sentence(
+    label: str, gaps: Mapping[str, Mapping[str, Any]], others: Mapping[str, Mapping[str, Any]] | None = None
+) -> str | None:
+    """ "<label>: beats it: a +x [l, h]; below it: ...; not told apart: ..." over ``gaps`` (name -> gap); ``others``
+    (name -> seed -> gap): each series' gaps on other train seeds, in parentheses after its own."""
     groups: dict[str, list[str]] = {"above": [], "below": [], "level": []}
     for name, gap in gaps.items():
-        groups[gap_class(gap)].append(f"{name} {_gap_text(gap)}")
+        on_seeds = ", ".join(f"seed {seed} {_gap_text(g)}" for seed, g in (others or {}).get(name, {}).items())
+        groups[gap_class(gap)].append(f"{name} {_gap_text(gap)}" + (f" ({on_seeds})" if on_seeds else ""))
     words = {"above": "above", "below": "below", "level": "not told apart (the interval contains 0)"}
     parts = [f"{words[k]}: {', '.join(v)}" for k, v in groups.items() if v]
     return f"{label} {'; '.join(parts)}." if parts else None
 
 
-def _diagonal_sentence(diagonals: Mapping[str, Any]) -> str:
+def _diagonal_sentence(diagonals: Mapping[str, Any], seed: int | None = None) -> str:
+    """What the diagonal check flags; ``seed``: the train seed it read, named when the run has several."""
     if not diagonals:
         return "No diagonal check in this run (no checkpoint is scored by two scorers)."
     by_verdict: dict[str, list[str]] = {}
@@ -225,7 +248,8 @@ def _diagonal_sentence(diagonals: Mapping[str, Any]) -> str:
         )
     if "untested" in by_verdict:
         parts.append(f"no signed drift recorded for {', '.join(by_verdict['untested'])}")
-    return "The diagonal check " + "; ".join(parts) + "."
+    opening = "The diagonal check " if seed is None else f"On train seed {seed}, the diagonal check "
+    return opening + "; ".join(parts) + "."
 
 
 def _collapse_sentence(collapse: Mapping[str, Any]) -> str | None:
@@ -273,9 +297,14 @@ def finding(
     diagonals: Mapping[str, Any],
     collapse: Mapping[str, Any],
     hypotheses: Mapping[str, Mapping[str, Any]],
+    seed_records: Mapping[int, Mapping[str, Sequence[Mapping[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
-    """The first screen's numbers and sentences (see the module's docstring)."""
+    """The first screen's numbers and sentences (see the module's docstring); ``seed_records``: seed -> series id ->
+    greedy test records of the series trained under each other train seed."""
     start = versus_warm_start(config, records)
+    others = seeds_versus_warm_start(config, records, seed_records or {})
+    several = len(hypothesis_seeds(config)) > 1
+    on_seed = f" on train seed {config.train.seed}" if several else ""
     headline = headline_key(config)
     baseline = {
         pair: gap[headline]
@@ -286,11 +315,13 @@ def finding(
     confidence = round(config.evaluate.confidence * 100)
     sentences = [
         _comparison_sentence(
-            f"Greedy test accuracy against the warm start (paired {confidence}% intervals over the same questions):",
+            f"Greedy test accuracy against the warm start{on_seed} (paired {confidence}% intervals over the same "
+            f"questions{'; on the other train seeds in parentheses' if others else ''}):",
             start,
+            others,
         ),
-        _comparison_sentence("Each tool policy against its generation's no-tool baseline:", baseline),
-        _diagonal_sentence(diagonals),
+        _comparison_sentence(f"Each tool policy against its generation's no-tool baseline{on_seed}:", baseline),
+        _diagonal_sentence(diagonals, config.train.seed if several else None),
         _collapse_sentence(collapse),
         _hypotheses_sentence(hypotheses),
     ]
@@ -299,6 +330,7 @@ def finding(
     return {
         "sentences": [s for s in sentences if s],
         "versus_warm_start": start,
+        "versus_warm_start_seeds": others,
         "versus_baseline": baseline,
         "rows": headline_table(config, test_accuracy.get("series", {}), diagonals),
         "confidence": config.evaluate.confidence,
