@@ -133,11 +133,12 @@ def test_each_other_train_seeds_gain_over_the_warm_start_stands_beside_the_first
         f" (seed 1 +0.250 [{e1['1']['low']:+.3f}, {e1['1']['high']:+.3f}], seed 2 -0.100 ["
     ) in first
     page = (tmp_path / "report/index.html").read_text()
-    assert "Greedy test accuracy of each policy on train seed 0 (each" in page
+    assert finding["seed"] == 0 and "Greedy test accuracy of each policy on train seed 0 (each" in page
 
     single = dataclasses.replace(config, extra_seeds=())
     one = build_report(single, results, tmp_path / "report_single")["finding"]
-    assert one["versus_warm_start_seeds"] == {}
+    assert one["versus_warm_start_seeds"] == {} and one["seed"] is None
+    assert "Greedy test accuracy of each policy with its" in (tmp_path / "report_single/index.html").read_text()
     assert one["sentences"][0].startswith("Greedy test accuracy against the warm start (paired 95% intervals")
 
 

@@ -300,7 +300,8 @@ def finding(
     seed_records: Mapping[int, Mapping[str, Sequence[Mapping[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
     """The first screen's numbers and sentences (see the module's docstring); ``seed_records``: seed -> series id ->
-    greedy test records of the series trained under each other train seed."""
+    greedy test records of the series trained under each other train seed. ``seed`` in the result: the train seed
+    the sentences and the headline table read, where the run tests hypotheses on several (None with one)."""
     start = versus_warm_start(config, records)
     others = seeds_versus_warm_start(config, records, seed_records or {})
     several = len(hypothesis_seeds(config)) > 1
@@ -331,6 +332,7 @@ def finding(
         "sentences": [s for s in sentences if s],
         "versus_warm_start": start,
         "versus_warm_start_seeds": others,
+        "seed": config.train.seed if several else None,
         "versus_baseline": baseline,
         "rows": headline_table(config, test_accuracy.get("series", {}), diagonals),
         "confidence": config.evaluate.confidence,
