@@ -37,9 +37,10 @@ PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 test: setup
 	$(PYTEST) -m "not rehearsal and not slurm and not guide" $(PYTEST_ARGS)
 
-## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training)
+## make test-fast: the inner loop, every test not marked slow (no Snakemake run, no subprocess, no training), each
+## hypothesis test drawing a tenth of the examples make test draws (at least 100)
 test-fast: setup
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	CHARTRL_FUZZ_SHARE=0.1 $(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
 ## make rehearsal: the GPU study rehearsed on the CPU (config/gpu.yaml + config/rehearsal.yaml: the six tools on
 ## the real ChartQA sample, the tool-path check, the report) in $(REHEARSAL_DIR), then its checks on that folder

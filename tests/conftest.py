@@ -26,6 +26,28 @@ if WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", _threads)
 
 
+def _fuzz_share() -> float:
+    value = os.environ.get("CHARTRL_FUZZ_SHARE", "1")
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0 < share <= 1:
+        raise pytest.UsageError(f"CHARTRL_FUZZ_SHARE={value!r}: give a number in (0, 1], the share of examples drawn")
+    return share
+
+
+FUZZ_SHARE = _fuzz_share()
+"""The share of each hypothesis test's examples a run draws: all of them in ``make test``; ``make test-fast``, the
+inner loop, sets CHARTRL_FUZZ_SHARE=0.1 (hypothesis' database replays the failures it found before either way)."""
+
+
+def examples(n: int, share: float = FUZZ_SHARE) -> int:
+    """``max_examples`` for a hypothesis test that draws ``n`` in a full run: ``share`` of them (:data:`FUZZ_SHARE`),
+    at least 100 (hypothesis' own default)."""
+    return n if share == 1 else max(100, round(n * share))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def offline_caches(tmp_path_factory):
     """Hugging Face libraries stay offline and write their caches to a temp folder; the workflow's forkservers
@@ -69,19 +91,29 @@ PROGRAMS = pytest.StashKey[list]()
 @contextlib.contextmanager
 def recording_programs(item):
     """Record in ``item.stash[PROGRAMS]`` each program (:func:`runs_a_program`) a subprocess starts meanwhile."""
+    import multiprocessing.util
+
     started = item.stash.setdefault(PROGRAMS, [])
     init = subprocess.Popen.__init__
+    spawn = multiprocessing.util.spawnv_passfds
 
     def recorded(self, args, *rest, **kwargs):
         if runs_a_program(args):
             started.append(args if isinstance(args, str) else " ".join(map(os.fspath, args)))
         init(self, args, *rest, **kwargs)
 
+    def spawned(path, args, passfds):
+        # multiprocessing's spawn and forkserver start methods exec a fresh interpreter past subprocess.Popen
+        started.append("multiprocessing: " + " ".join(map(os.fsdecode, args)))
+        return spawn(path, args, passfds)
+
     subprocess.Popen.__init__ = recorded
+    multiprocessing.util.spawnv_passfds = spawned
     try:
         yield
     finally:
         subprocess.Popen.__init__ = init
+        multiprocessing.util.spawnv_passfds = spawn
 
 
 @pytest.hookimpl(wrapper=True)

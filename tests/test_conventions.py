@@ -5,12 +5,13 @@ configs' and profiles' comments) parses as written and names files that exist.""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
 import pytest
 
-from conftest import BIN, REPO, runs_a_program
+from conftest import BIN, PROGRAMS, REPO, _fuzz_share, examples, recording_programs, runs_a_program
 
 RULE = re.compile(r"^( *)(?:rule|checkpoint) (\w+):\n((?:\1 {4}.*\n|\s*\n)*)", re.MULTILINE)
 
@@ -186,3 +187,30 @@ def test_a_program_of_the_environment_is_told_from_a_snippet_or_another_tool():
     assert runs_a_program([python, str(REPO / "tests/verl_backend/verl_standin.py")])
     assert not runs_a_program([python, "-c", "import sys"]) and not runs_a_program(["git", "rev-parse", "HEAD"])
     assert not runs_a_program("bash envs/cpu.post-deploy.sh") and not runs_a_program(["/usr/bin/python3", "-m", "x"])
+
+
+@pytest.mark.slow  # it starts an interpreter: that is what it checks
+def test_a_spawned_multiprocessing_worker_counts_as_a_program():
+    """multiprocessing's spawn start method execs a fresh interpreter without subprocess.Popen: recorded too."""
+    import multiprocessing
+    import types
+
+    item = types.SimpleNamespace(stash=pytest.Stash())
+    with recording_programs(item):
+        worker = multiprocessing.get_context("spawn").Process(target=os.getpid)
+        worker.start()
+        worker.join()
+    assert worker.exitcode == 0
+    started = item.stash[PROGRAMS]  # the worker, and the resource tracker if none was running yet
+    assert started and all(p.startswith("multiprocessing: ") for p in started)
+    assert any("spawn_main" in p for p in started)
+
+
+def test_the_quick_loop_draws_a_share_of_each_fuzzers_examples_and_refuses_a_nonsense_share(monkeypatch):
+    assert examples(10_000, 1.0) == 10_000 and examples(10_000, 0.1) == 1_000 and examples(300, 0.1) == 100
+    monkeypatch.setenv("CHARTRL_FUZZ_SHARE", "0.1")
+    assert _fuzz_share() == 0.1
+    for bad in ("0", "1.5", "a tenth"):
+        monkeypatch.setenv("CHARTRL_FUZZ_SHARE", bad)
+        with pytest.raises(pytest.UsageError, match=f"CHARTRL_FUZZ_SHARE='{bad}'"):
+            _fuzz_share()

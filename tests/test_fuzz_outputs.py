@@ -28,6 +28,8 @@ from chartrl.rewards.symbolic import GRADE_TIMEOUT_S
 from chartrl.tools import TOOLS, parse_tool_calls, run_tool_text
 from chartrl.verl_backend import rewards as verl_rewards
 
+from conftest import examples
+
 CHART = Image.new("RGB", (96, 64), "white")
 BBOXES = {
     "x_values": {"2019": [0.1, 0.2, 0.3, 0.9], "2020": [0.4, 0.3, 0.6, 0.9], "United States": [0.7, 0.1, 0.9, 0.9]},
@@ -183,7 +185,7 @@ def check_rewards(text: str, truth: str, outcome: str) -> None:
 
 
 @settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,  # each call is bounded by timed(); hypothesis' deadline would flake on a loaded machine
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

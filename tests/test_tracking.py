@@ -75,6 +75,7 @@ def test_flatten_params():
     }
 
 
+@pytest.mark.slow  # four spawned interpreters, each importing MLflow
 def test_jobs_starting_together_on_a_fresh_store_do_not_collide(tmp_path):
     """Two data cards finishing at once used to race on creating the SQLite schema ("duplicate column")."""
     import multiprocessing

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from chartrl.answers import relaxed_accuracy
 from chartrl.evaluate.published_metric import published_relaxed_accuracy, relaxed_correctness
 
+from conftest import examples
+
 CHARTQA_SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "chartqa_real" / "test"
 
 CASES = [
@@ -133,7 +135,7 @@ def _float_only(text: str) -> bool:
     return "_" in text or text.endswith("%%")
 
 
-@settings(max_examples=400)
+@settings(max_examples=examples(400))
 @given(answer_pairs())
 def test_chartrl_accepts_whatever_the_published_rule_accepts(pair):
     """Under the standard year rule and away from forms only float() reads, chartrl's accuracy is an upper bound

@@ -16,7 +16,7 @@ from chartrl.judge.prompt import NEUTRALISED_TAG, judge_prompt, template_digest
 from chartrl.judge.reference import ReferenceJudge, answers_equivalent
 from chartrl.judge.verdict import parse_verdict
 
-from conftest import REPO
+from conftest import REPO, examples
 
 EQUIVALENCE = [
     # (response, reference, equivalent?)
@@ -161,7 +161,7 @@ def test_parse_verdict(reply, expected):
     assert parse_verdict(reply) is expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300), st.sampled_from(["correct", "incorrect"]), st.booleans())
 def test_parse_verdict_reads_a_final_verdict_after_any_chatter(chatter, word, as_json):
     chatter = chatter.replace("verdict", "").replace("VERDICT", "").replace("Verdict", "").replace("{", "")
@@ -237,7 +237,7 @@ tag_soup = st.lists(
 ).map("".join) | st.text(max_size=100)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(tag_soup, tag_soup, tag_soup)
 def test_no_response_can_add_or_close_a_data_block(response, question, reference):
     prompt = judge_prompt("judge_equivalence", JudgeItem(question, reference, response), json_mode=False)
@@ -245,7 +245,7 @@ def test_no_response_can_add_or_close_a_data_block(response, question, reference
         assert prompt.count(f"<{tag}>") == 1 and prompt.count(f"</{tag}>") == 1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=80), st.text(max_size=30))
 def test_reference_judge_never_raises(response, reference):
     assert answers_equivalent(response, reference) in (True, False)

@@ -16,6 +16,7 @@ from chartrl.rewards.definitions import r1v as r1v_module
 from chartrl.rewards.definitions import v3 as v3_module
 from chartrl.rewards.registry import accuracy_signal
 
+from conftest import examples
 from judge_server import FailingJudge
 
 GOOD = "The bar for 2019 reads 42.\n<answer>42</answer>"
@@ -372,7 +373,7 @@ items = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(shaped_params, shapes, items)
 def test_v3_never_pays_a_wrong_answer_more_than_a_right_one(params, shape, fields):
     reward = get_reward("v3_gra", params)
@@ -383,7 +384,7 @@ def test_v3_never_pays_a_wrong_answer_more_than_a_right_one(params, shape, field
     assert w["overall"] <= r["overall"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(shaped_params, shapes, items, st.floats(0, 1), st.floats(0, 1))
 def test_v3_is_monotone_in_a_fractional_accuracy(params, shape, fields, a, b):
     item = RewardInput(shape.replace("{}", "42"), "42", **fields)
@@ -394,7 +395,7 @@ def test_v3_is_monotone_in_a_fractional_accuracy(params, shape, fields, a, b):
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from(sorted(REWARDS)),
     shaped_params,
@@ -422,7 +423,7 @@ def test_every_reward_stays_in_its_documented_bounds(name, shaped, format_weight
         assert low - 1e-9 <= result["overall"] <= high + 1e-9
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.sampled_from(["v2_shaped", "v3_gra"]),
     st.sampled_from(["d_format", "d_length", "d_tool"]),
@@ -451,7 +452,7 @@ def test_a_zero_delta_switches_its_term_off_exactly(name, delta, params, accurac
         assert ra["overall"] == rb["overall"]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["<think>", "</think>", "<answer>", "</answer>", " ", "\n", "\u2028", "\x1c", "x", "<"]),

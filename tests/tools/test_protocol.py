@@ -23,6 +23,8 @@ from chartrl.tools import (
 from chartrl.tools.observations import MAX_OBSERVATION
 from chartrl.tools.registry import check_arguments
 
+from conftest import examples
+
 MASK = "focus_on_x_values_with_mask"
 LABELS = {"x_values": ["2019", "2020", "United States"], "y_values": []}
 
@@ -357,14 +359,22 @@ def check_parse(result: ParseResult, text: str, labels, max_calls: int) -> None:
             assert parse_tool_calls(format_tool_call(call.name, call.arguments), labels=labels).error is None
 
 
-@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(10_000),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(text=model_texts(), with_labels=st.booleans(), max_calls=st.integers(1, 2))
 def test_no_model_output_makes_the_parser_raise(text, with_labels, max_calls):
     labels = LABELS if with_labels else None
     check_parse(parse_tool_calls(text, labels=labels, max_calls=max_calls), text, labels, max_calls)
 
 
-@settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(1_000),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(text=model_texts())
 def test_no_model_output_makes_a_tool_raise(text):
     outcome = run_tool_text(text, CHART, BOXES, max_calls=2)
@@ -376,7 +386,7 @@ def test_no_model_output_makes_a_tool_raise(text):
         assert outcome.error_kind in ERROR_KINDS
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     name=st.sampled_from([name for name in TOOLS if name != "zoom_in"]),
     labels=st.lists(st.sampled_from(list(BOXES["x_values"])), min_size=1, max_size=2, unique=True),
