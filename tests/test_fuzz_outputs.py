@@ -24,7 +24,7 @@ from chartrl.judge.reference import ReferenceJudge
 from chartrl.rewards import REWARDS, RewardInput, get_reward
 from chartrl.rewards.registry import accuracy_signal
 from chartrl.rewards.scorers import SCORERS
-from chartrl.rewards.symbolic import GRADE_TIMEOUT_S
+from chartrl.rewards.symbolic import grade_answer_within
 from chartrl.tools import TOOLS, parse_tool_calls, run_tool_text
 from chartrl.verl_backend import rewards as verl_rewards
 
@@ -41,8 +41,18 @@ TRUTHS = ("42", "45%", "[2019, 2020]", "United States", "C", "\\frac{1}{2}", "2\
 CALL_BOUND_S = 2.0
 """Seconds any one call may take (on a loaded two-core machine); linear work on the largest example takes
 milliseconds."""
+GRADE_TIMEOUT_S = 0.5
+"""The time limit of r1v's mathruler worker here (chartrl.rewards.symbolic.GRADE_TIMEOUT_S in a run): the examples
+that overrun it (a huge power) wait it out in every r1v path, and the limit's value changes no outcome but the wait."""
 SYMBOLIC_BOUND_S = GRADE_TIMEOUT_S + 3.0
 """r1v calls mathruler in a worker killed after GRADE_TIMEOUT_S; a worker's start is not counted in that limit."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def short_grading_limit():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grade_answer_within, "__defaults__", (GRADE_TIMEOUT_S,))
+        yield
 
 SLOWEST: dict[str, float] = defaultdict(float)
 CALLS: dict[str, int] = defaultdict(int)
