@@ -47,6 +47,9 @@ that overrun it (a huge power) wait it out in every r1v path, and the limit's va
 SYMBOLIC_BOUND_S = GRADE_TIMEOUT_S + 3.0
 """r1v calls mathruler in a worker killed after GRADE_TIMEOUT_S; a worker's start is not counted in that limit."""
 
+SLOWEST: dict[str, float] = defaultdict(float)
+CALLS: dict[str, int] = defaultdict(int)
+
 
 @pytest.fixture(scope="module", autouse=True)
 def short_grading_limit():
@@ -54,8 +57,6 @@ def short_grading_limit():
         patch.setattr(grade_answer_within, "__defaults__", (GRADE_TIMEOUT_S,))
         yield
 
-SLOWEST: dict[str, float] = defaultdict(float)
-CALLS: dict[str, int] = defaultdict(int)
 
 FRAGMENTS = st.sampled_from(
     [
