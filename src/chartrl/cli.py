@@ -18,11 +18,18 @@ from pathlib import Path
 from chartrl import forkserver
 from chartrl.errors import ChartrlError, Stopped, raise_on_sigterm
 
-COMMAND_GROUPS = (
-    "config", "plan", "data", "tools", "reward", "model", "warmstart", "warmstart_check", "rollout", "shortcut",
-    "train", "generate", "evaluate", "score", "rerank", "report", "verl", "launch", "reruns",
-)  # fmt: skip
-"""The modules of ``chartrl.commands`` that add commands (each has ``register(subparsers)``), in --help's order."""
+STAGES = {
+    "config": "config", "plan": "plan", "data": "data", "tools": "tools", "reward": "reward", "model": "model",
+    "warmstart": "warmstart", "warmstart-check": "warmstart_check", "rollout": "rollout", "shortcut": "shortcut",
+    "train": "train", "generate": "generate", "test-accuracy": "evaluate", "test-curve": "evaluate", "score": "score",
+    "diagonal": "score", "seed-diagonal": "score", "rerank": "rerank", "rerank-score": "rerank", "report": "report",
+    "verl": "verl", "launch": "launch", "ray-head": "launch", "reruns": "reruns",
+}  # fmt: skip
+"""Each stage (``chartrl <stage>``) -> the module of ``chartrl.commands`` that adds it (``register(subparsers)``;
+a module may add several), in --help's order. A job's parser loads its own stage's module alone: all of them take
+some 0.6 s to import, one a tenth of that (tests/test_command_line.py checks the table against the modules)."""
+COMMAND_GROUPS = tuple(dict.fromkeys(STAGES.values()))
+"""The modules of ``chartrl.commands`` that add commands, in --help's order."""
 QUIET_LOGGERS = ("alembic", "mlflow", "urllib3", "matplotlib", "PIL", "httpx", "datasets", "filelock")
 
 
@@ -35,12 +42,14 @@ def serve_forks(path: str) -> int:
     return forkserver.serve(Path(path), main)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(stage: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every stage, or where ``stage`` is a known stage, the stages of its module alone (what a
+    command line starting with it parses the same way)."""
     parser = argparse.ArgumentParser(
         prog="chartrl", description="chartrl: one command group per pipeline stage (the Snakemake rules call these)."
     )
     stages = parser.add_subparsers(dest="stage", required=True)
-    for name in COMMAND_GROUPS:
+    for name in (STAGES[stage],) if stage in STAGES else COMMAND_GROUPS:
         importlib.import_module(f"chartrl.commands.{name}").register(stages)
     return parser
 
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     raise_on_sigterm()  # a stopped job unwinds: its MLflow run ends KILLED, its temporary files are removed
     try:
         return args.func(args)
