@@ -7,11 +7,16 @@
   per-job overhead of the Ray launcher: `chartrl launch --launcher ray -- true` as the train rule runs it, from the
   process start to its exit code (CLI start-up, submission, following the job, the final log), against the same
   command with `--launcher inline`.
+- Model merger: verl's `python -m verl.model_merger merge` on a checkpoint of the tiny model in verl's FSDP layout,
+  as a command (a new interpreter) against `chartrl.verl_backend.checkpoints.merge_checkpoint` (the same command
+  line's `main` in a fork of the job), wall time and the CPU time of the process that merges.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,5 +122,58 @@ def bench_launcher(repeats: int) -> list[str]:
     ]
 
 
+def bench_merger(repeats: int) -> list[str]:
+    sys.path.insert(0, str(REPO / "tests" / "verl_backend"))
+    from bench_dryrun import cpu
+    from test_verl_checkpoints import save_verl_checkpoint
+
+    from chartrl.config import load_config
+    from chartrl.model.policy import load_policy
+    from chartrl.model.tiny import build_tiny_model
+    from chartrl.verl_backend.checkpoints import merge_checkpoint, merge_command
+
+    work = Path(tempfile.mkdtemp(prefix="crl-bench-merge-"))
+    config = load_config(root=REPO)
+    build_tiny_model(work / "tiny", config.model, list(config.tools.names))
+    policy = load_policy(work / "tiny", threads=1)
+    actor = save_verl_checkpoint(work / "checkpoints", 1, policy.model, policy.processor)
+    outcomes: dict[str, list[tuple[float, float]]] = {"command": [], "fork": []}
+
+    def measure(kind: str, merge) -> None:
+        before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        merge(work / f"{kind}-{len(outcomes[kind])}")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        outcomes[kind].append((time.perf_counter() - started, cpu))
+
+    for _ in range(repeats):  # alternated, one at a time
+        measure("command", lambda out: subprocess.run(merge_command(actor, out), check=True, capture_output=True))
+        measure("fork", lambda out: merge_checkpoint(actor, out))
+    same = all(
+        (work / f"fork-{k}" / "model.safetensors").read_bytes()
+        == (work / f"command-{k}" / "model.safetensors").read_bytes()
+        for k in range(repeats)
+    )
+    rows = []
+    for kind, what in (("command", "`python -m verl.model_merger merge ...` (a new interpreter)"),
+                       ("fork", "`merge_checkpoint`: the same `main` in a fork of this process")):  # fmt: skip
+        walls, cpus = [w for w, _ in outcomes[kind]], [c for _, c in outcomes[kind]]
+        rows.append(f"| {what} | {summary(walls)} | {summary(cpus, 'core-s')} |")
+    ratio = statistics.median(w for w, _ in outcomes["command"]) / statistics.median(w for w, _ in outcomes["fork"])
+    return [
+        f"## verl's model merger: the command against a fork (the tiny model, {repeats} of each, alternated)",
+        "",
+        f"{cpu()}, {time.strftime('%Y-%m-%d')}, alone on the machine.",
+        "",
+        "| merge | wall, min / median / max | CPU of the merging process |",
+        "|---|---|---|",
+        *rows,
+        "",
+        f"command / fork (median wall): **{ratio:.1f}x**; the merged weights byte for byte the same: {same}. The "
+        "process that runs this bench has imported torch and transformers, as a `chartrl verl generate` job has.",
+        "",
+    ]
+
+
 def sections(args) -> list[str]:
-    return bench_overrides(args.repeats) + bench_launcher(args.repeats)
+    return bench_overrides(args.repeats) + bench_launcher(args.repeats) + bench_merger(args.repeats)

@@ -55,6 +55,49 @@ def test_verls_merger_gives_a_hugging_face_folder_with_the_weights(checkpoints, 
         assert (value.float() - theirs[key].float()).abs().max() <= 2e-2 * max(1.0, value.abs().max().item()), key
 
 
+@pytest.mark.slow
+def test_the_merger_runs_after_this_process_ran_parallel_torch_work(checkpoints, tmp_path):
+    """The merger runs in a fork: after OpenMP's threads have run here, a parallel region in the fork would wait
+    for them for ever."""
+    import multiprocessing
+    import signal
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    for _ in range(3):
+        (torch.randn(600, 600) @ torch.randn(600, 600)).exp().sum()
+
+    def hung(*_):
+        for child in multiprocessing.active_children():
+            child.kill()
+        raise TimeoutError("verl's model merger still running after 60 s in a fork of a process that ran OpenMP")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        merge_checkpoint(select_checkpoint(checkpoints, 2), tmp_path / "merged")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        torch.set_num_threads(threads)
+    assert (tmp_path / "merged" / "model.safetensors").is_file()
+
+
+def test_a_failing_merge_raises_with_the_mergers_output_and_leaves_no_folder(checkpoints, tmp_path):
+    import shutil
+
+    actor = tmp_path / "global_step_2" / "actor"
+    shutil.copytree(checkpoints / "global_step_2" / "actor", actor)
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"not a torch file")
+    with pytest.raises(
+        CheckpointError, match=r"(?s)model merger failed on .*global_step_2/actor \(exit 1\).*Traceback"
+    ):
+        merge_checkpoint(actor, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
 def test_an_incomplete_checkpoint_is_not_merged(checkpoints, tmp_path):
     with pytest.raises(CheckpointError, match="not a complete verl FSDP checkpoint"):
         merge_checkpoint(checkpoints / "global_step_6" / "actor", tmp_path / "m")

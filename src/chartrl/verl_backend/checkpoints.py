@@ -22,6 +22,9 @@ for the 3B study). Given ``keep_last``, the keeper deletes those itself once the
 
 An evaluation needs a Hugging Face folder: ``python -m verl.model_merger merge --backend fsdp --local_dir
 <actor> --target_dir <out>`` gathers the shards (bf16 weights; under LoRA the base weights plus ``lora_adapter/``).
+:func:`merge_checkpoint` runs that command line's own ``main`` in a fork of the job: a process of its own, as the
+command is (verl's imports and the merger's memory end with it), without a new interpreter importing torch and
+transformers again (for the tiny model, about 8 core-s a merge as a command, under 0.5 forked).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -211,19 +214,48 @@ def merge_command(actor_dir: str | Path, target_dir: str | Path, python: str = s
     ]
 
 
+def _run_merger(argv: list[str], output: int) -> None:
+    """In the forked process: verl's ``python -m verl.model_merger`` with ``argv``, its output to the file
+    descriptor ``output``. One intra-op thread: GNU OpenMP's threads do not survive a fork, and a parallel region in
+    the child of a process that ran one waits for them for ever; the merger gathers and casts tensors, where one
+    thread costs little."""
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    sys.stdout = sys.stderr = open(output, "w", buffering=1, closefd=False)  # noqa: SIM115 (the fork's own end)
+    import torch
+
+    torch.set_num_threads(1)
+    from verl.model_merger.__main__ import main
+
+    sys.argv = argv
+    main()
+
+
 def merge_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
-    """Merge ``actor_dir`` into the Hugging Face folder ``target_dir`` (written whole or not at all)."""
+    """Merge ``actor_dir`` into the Hugging Face folder ``target_dir`` (written whole or not at all) with verl's
+    model merger, run as :func:`merge_command` runs it, in a fork of this process."""
+    import multiprocessing
+
     actor_dir = Path(actor_dir)
     if not is_complete(actor_dir):
         raise CheckpointError(
             f"{actor_dir} is not a complete verl FSDP checkpoint (fsdp_config.json, huggingface/, one "
             "model_world_size_W_rank_r.pt per rank)"
         )
-    with atomic_dir(target_dir) as tmp:
+    with atomic_dir(target_dir) as tmp, tempfile.TemporaryFile() as output:
         shutil.rmtree(tmp)  # the merger creates its target itself
-        result = subprocess.run(merge_command(actor_dir, tmp), capture_output=True, text=True)
-        if result.returncode != 0:
+        argv = ["verl.model_merger", *merge_command(actor_dir, tmp)[3:]]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        merger = multiprocessing.get_context("fork").Process(
+            target=_run_merger, args=(argv, output.fileno()), name="verl.model_merger"
+        )
+        merger.start()
+        merger.join()
+        if merger.exitcode != 0:
+            output.seek(0)
+            text = output.read().decode(errors="replace")
             raise CheckpointError(
-                f"verl's model merger failed on {actor_dir} (exit {result.returncode}):\n{result.stderr[-3000:]}"
+                f"verl's model merger failed on {actor_dir} (exit {merger.exitcode}):\n{text[-3000:]}"
             )
     return Path(target_dir)
