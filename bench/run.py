@@ -55,7 +55,8 @@ def merged(existing: str, new: str) -> str:
     end; ``new``'s text before its first section is left out."""
     replacement = {heading: block.rstrip("\n") + "\n\n" for heading, block in level2(new) if heading}
     kept = [replacement.pop(heading, block) for heading, block in level2(existing)]
-    return "".join(kept + list(replacement.values())).rstrip("\n") + "\n"
+    blocks = [block.rstrip("\n") + "\n\n" for block in kept + list(replacement.values()) if block]
+    return "".join(blocks).rstrip("\n") + "\n"
 
 
 def main() -> None:
