@@ -198,20 +198,14 @@ def select_checkpoint(root: str | Path, which: str | int, val_history: dict[int,
     return found[step]
 
 
+def merge_arguments(actor_dir: str | Path, target_dir: str | Path) -> list[str]:
+    """The arguments of verl's model merger for one FSDP checkpoint (as its docs give them)."""
+    return ["merge", "--backend", "fsdp", "--local_dir", str(actor_dir), "--target_dir", str(target_dir)]
+
+
 def merge_command(actor_dir: str | Path, target_dir: str | Path, python: str = sys.executable) -> list[str]:
     """verl's model merger on one FSDP checkpoint (the command its docs give)."""
-    return [
-        python,
-        "-m",
-        "verl.model_merger",
-        "merge",
-        "--backend",
-        "fsdp",
-        "--local_dir",
-        str(actor_dir),
-        "--target_dir",
-        str(target_dir),
-    ]
+    return [python, "-m", "verl.model_merger", *merge_arguments(actor_dir, target_dir)]
 
 
 def _run_merger(argv: list[str], output: int) -> None:
@@ -233,7 +227,7 @@ def _run_merger(argv: list[str], output: int) -> None:
 
 def merge_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
     """Merge ``actor_dir`` into the Hugging Face folder ``target_dir`` (written whole or not at all) with verl's
-    model merger, run as :func:`merge_command` runs it, in a fork of this process."""
+    model merger, with :func:`merge_command`'s arguments, in a fork of this process."""
     import multiprocessing
 
     actor_dir = Path(actor_dir)
@@ -244,7 +238,7 @@ def merge_checkpoint(actor_dir: str | Path, target_dir: str | Path) -> Path:
         )
     with atomic_dir(target_dir) as tmp, tempfile.TemporaryFile() as output:
         shutil.rmtree(tmp)  # the merger creates its target itself
-        argv = ["verl.model_merger", *merge_command(actor_dir, tmp)[3:]]
+        argv = ["verl.model_merger", *merge_arguments(actor_dir, tmp)]
         sys.stdout.flush()
         sys.stderr.flush()
         merger = multiprocessing.get_context("fork").Process(
