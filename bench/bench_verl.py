@@ -159,11 +159,13 @@ def bench_merger(repeats: int) -> list[str]:
                        ("fork", "`merge_checkpoint`: the same `main` in a fork of this process")):  # fmt: skip
         walls, cpus = [w for w, _ in outcomes[kind]], [c for _, c in outcomes[kind]]
         rows.append(f"| {what} | {summary(walls)} | {summary(cpus, 'core-s')} |")
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commit = commit.stdout.strip() or "unknown"
     ratio = statistics.median(w for w, _ in outcomes["command"]) / statistics.median(w for w, _ in outcomes["fork"])
     return [
         f"## verl's model merger: the command against a fork (the tiny model, {repeats} of each, alternated)",
         "",
-        f"{cpu()}, {time.strftime('%Y-%m-%d')}, alone on the machine.",
+        f"`{commit}`, {time.strftime('%Y-%m-%d')}, {cpu()}, alone on the machine.",
         "",
         "| merge | wall, min / median / max | CPU of the merging process |",
         "|---|---|---|",
